@@ -1,0 +1,59 @@
+"""Verify the plumbing scenario on the simulated node (testinfra, docker backend)."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+
+def test_identity_fact_written(host):
+    fact = host.file("/etc/ansible/facts.d/dgxops.fact")
+    assert fact.exists
+    assert fact.user == "root"
+    assert fact.mode == 0o644
+    data = json.loads(fact.content_string)
+    assert data == {
+        "managed_by": "dgxops.fleet",
+        "fleet": "molecule-fleet",
+        "node_role": "compute",
+        "labels": {"model": "dgx-h100", "rack": "r12"},
+    }
+
+
+def test_ansible_reads_the_local_fact(host):
+    facts = host.ansible("ansible.builtin.setup", "filter=ansible_local", check=False)
+    assert facts["ansible_facts"]["ansible_local"]["dgxops"]["fleet"] == "molecule-fleet"
+
+
+def test_systemd_is_pid1(host):
+    assert host.file("/proc/1/comm").content_string.strip() == "systemd"
+    state = host.run("systemctl is-system-running")
+    assert state.stdout.strip() in ("running", "degraded")
+
+
+def test_node_is_a_simulated_h100(host):
+    out = host.check_output("nvidia-smi --query-gpu=index,name --format=csv,noheader")
+    rows = [line.split(", ") for line in out.splitlines()]
+    assert len(rows) == 8
+    assert {name for _idx, name in rows} == {"NVIDIA H100 80GB HBM3"}
+
+
+@pytest.mark.parametrize("extra, variable", [
+    ({"fleet_identity_node_role": "gpu-box"}, "fleet_identity_node_role"),
+    ({"fleet_identity_fleet_name": "bad name!"}, "fleet_identity_fleet_name"),
+    ({"fleet_identity_labels": {"rack": 12}}, "fleet_identity_labels[rack]"),
+])
+def test_bad_input_fails_before_changes(host, extra, variable):
+    """Run the role with a bad value: it fails naming the variable and the node is untouched."""
+    before = host.file("/etc/ansible/facts.d/dgxops.fact").content_string
+    playbook = os.path.join(os.path.dirname(__file__), "..", "converge.yml")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook,
+         "-e", json.dumps(extra)],
+        capture_output=True, text=True, env=os.environ.copy(), check=False,
+    )
+    assert proc.returncode != 0
+    assert variable in proc.stdout
+    assert "allowed:" in proc.stdout
+    assert host.file("/etc/ansible/facts.d/dgxops.fact").content_string == before

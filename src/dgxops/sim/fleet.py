@@ -1,0 +1,224 @@
+"""Start and stop a fleet of simulated DGX nodes (Docker containers running systemd).
+
+A fleet has a name; each ``up`` records the exact container ids it started in a state file,
+and ``down`` removes exactly those (it re-checks each container's fleet label first), so
+containers of other fleets, molecule scenarios or users are never touched.
+
+Nodes run with ``--network none`` and are reached through ``docker exec`` (Ansible's
+``community.docker.docker`` connection): no traffic goes to any container address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from dgxops.sim.image import NODE_REPO, docker, ensure_image
+
+LABEL_FLEET = "org.dgxops.fleet"
+LABEL_RUN = "org.dgxops.fleet-run"
+LABEL_MODEL = "org.dgxops.model"
+
+MODELS = {
+    # model: (inventory group, default driver)
+    "dgx-a100-40gb": ("dgx_a100", "535.247.01"),
+    "dgx-a100-80gb": ("dgx_a100", "550.163.01"),
+    "dgx-h100": ("dgx_h100", "580.95.05"),
+    "dgx-h200": ("dgx_h200", "580.95.05"),
+    "dgx-spark": ("dgx_spark", "580.95.05"),
+}
+
+# systemd as PID 1 without --privileged (CAP_SYS_RESOURCE is missing on these hosts)
+SYSTEMD_RUN_FLAGS = [
+    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+    "--security-opt", "seccomp=unconfined", "--cgroupns=host",
+    "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs", "/run", "--tmpfs", "/run/lock",
+    "-e", "container=docker", "--network", "none",
+]
+
+DEFAULT_FLEET = "dgxsim"
+DEFAULT_LAYOUT = "dgx-h100=2,dgx-h200=1,dgx-a100-80gb=1,dgx-spark=1"
+
+
+@dataclass
+class NodeSpec:
+    name: str
+    model: str
+    driver: str
+
+    @property
+    def group(self) -> str:
+        return MODELS[self.model][0]
+
+
+@dataclass
+class Node:
+    name: str
+    model: str
+    driver: str
+    container_id: str
+    state: str = "running"
+    extra: dict = field(default_factory=dict)
+
+
+def state_dir() -> Path:
+    base = os.environ.get("DGXOPS_STATE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "dgxops")
+    path = Path(base) / "fleets"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def parse_layout(layout: str, fleet: str = DEFAULT_FLEET, driver: str | None = None) -> list[NodeSpec]:
+    """``"dgx-h100=2,dgx-spark=1"`` -> node specs named ``<fleet>-h100-1`` ... ."""
+    specs: list[NodeSpec] = []
+    for item in filter(None, (p.strip() for p in layout.split(","))):
+        model, _sep, count = item.partition("=")
+        model = model.strip()
+        if model not in MODELS:
+            raise ValueError("unknown model %r in layout %r; allowed: %s" % (model, layout, ", ".join(MODELS)))
+        try:
+            n = int(count or "1")
+        except ValueError:
+            raise ValueError("count for %s must be an integer, got %r" % (model, count)) from None
+        if n < 1 or n > 64:
+            raise ValueError("count for %s must be 1..64, got %d" % (model, n))
+        short = model.replace("dgx-", "")
+        for i in range(1, n + 1):
+            specs.append(NodeSpec("%s-%s-%d" % (fleet, short, i), model, driver or MODELS[model][1]))
+    if not specs:
+        raise ValueError("layout %r names no nodes" % layout)
+    return specs
+
+
+class SimFleet:
+    """A named set of simulated nodes; ``up``/``down`` are safe to repeat."""
+
+    def __init__(self, name: str = DEFAULT_FLEET):
+        if not name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError("fleet name %r: use letters, digits, '-' and '_'" % name)
+        self.name = name
+        self.state_file = state_dir() / ("%s.json" % name)
+
+    # -- state -----------------------------------------------------------------
+    def load(self) -> list[Node]:
+        if not self.state_file.exists():
+            return []
+        data = json.loads(self.state_file.read_text())
+        return [Node(**n) for n in data.get("nodes", [])]
+
+    def _save(self, nodes: list[Node]) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"fleet": self.name, "nodes": [asdict(n) for n in nodes]}, indent=2))
+        tmp.replace(self.state_file)
+
+    # -- lifecycle -------------------------------------------------------------
+    def up(self, specs: list[NodeSpec], image: str | None = None, wait: float = 60.0) -> list[Node]:
+        """Start the nodes that are not running yet; return all nodes of the fleet."""
+        image = image or ensure_image()
+        known = {n.name: n for n in self.load() if self._alive(n)}
+        run_id = uuid.uuid4().hex[:8]
+        started: list[Node] = []
+        for spec in specs:
+            if spec.name in known:
+                continue
+            proc = docker(
+                "run", "-d", "--name", spec.name, "--hostname", spec.name,
+                "--label", "%s=%s" % (LABEL_FLEET, self.name),
+                "--label", "%s=%s" % (LABEL_RUN, run_id),
+                "--label", "%s=%s" % (LABEL_MODEL, spec.model),
+                *SYSTEMD_RUN_FLAGS, image, "/lib/systemd/systemd", check=False,
+            )
+            if proc.returncode != 0:
+                self._save(list(known.values()) + started)
+                raise RuntimeError("could not start %s: %s" % (spec.name, proc.stderr.strip()))
+            node = Node(spec.name, spec.model, spec.driver, proc.stdout.strip())
+            started.append(node)
+            # record after each start so a failure later never leaks a container
+            self._save(list(known.values()) + started)
+        for node in started:
+            self._configure(node, wait)
+        return list(known.values()) + started
+
+    def _configure(self, node: Node, wait: float) -> None:
+        deadline = time.monotonic() + wait
+        while True:
+            proc = docker("exec", node.name, "systemctl", "is-system-running", check=False)
+            status = proc.stdout.strip()
+            if status in ("running", "degraded"):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: systemd not up after %.0f s (state %r)" % (node.name, wait, status))
+            time.sleep(0.3)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+            json.dump({"model": node.model, "driver": node.driver}, fh)
+        try:
+            docker("cp", fh.name, "%s:/etc/dgxops-sim/node.json" % node.name)
+        finally:
+            os.unlink(fh.name)
+        proc = docker("exec", node.name, "dgxops-sim", "init", "--model", node.model,
+                      "--driver", node.driver, "--force", check=False)
+        if proc.returncode != 0:
+            raise RuntimeError("%s: dgxops-sim init failed: %s" % (node.name, (proc.stderr or proc.stdout).strip()))
+
+    def _alive(self, node: Node) -> bool:
+        proc = docker("inspect", "-f", '{{.State.Running}} {{index .Config.Labels "%s"}}' % LABEL_FLEET,
+                      node.container_id, check=False)
+        return proc.returncode == 0 and proc.stdout.split() == ["true", self.name]
+
+    def down(self) -> list[str]:
+        """Remove exactly the containers this fleet started; return their names."""
+        removed = []
+        for node in self.load():
+            proc = docker("inspect", "-f", '{{index .Config.Labels "%s"}}' % LABEL_FLEET,
+                          node.container_id, check=False)
+            if proc.returncode == 0 and proc.stdout.strip() == self.name:
+                docker("rm", "-f", "-v", node.container_id, check=False)
+                removed.append(node.name)
+        if self.state_file.exists():
+            self.state_file.unlink()
+        return removed
+
+    # -- views -----------------------------------------------------------------
+    def inventory(self, nodes: list[Node] | None = None) -> dict:
+        """An Ansible YAML inventory: one group per DGX generation, docker connection."""
+        nodes = self.load() if nodes is None else nodes
+        groups: dict[str, dict] = {}
+        for node in nodes:
+            group = MODELS[node.model][0]
+            groups.setdefault(group, {"hosts": {}})["hosts"][node.name] = {
+                "dgxops_sim_model": node.model,
+                "dgxops_sim_driver": node.driver,
+            }
+        return {
+            "all": {
+                "vars": {
+                    "ansible_connection": "community.docker.docker",
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                },
+                "children": {"dgx": {"children": groups}, "simulated": {"children": {g: {} for g in groups}}},
+            }
+        }
+
+    def write_inventory(self, path: Path) -> Path:
+        import yaml  # controller-side dependency, imported late to keep the module light
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("# Written by `dgxops sim up` for fleet %s; regenerated on every up.\n" % self.name
+                        + yaml.safe_dump(self.inventory(), sort_keys=True))
+        return path
+
+    def exec(self, node: str, *argv: str) -> subprocess.CompletedProcess:
+        return docker("exec", node, *argv, check=False)
+
+
+def fleet_images() -> list[str]:
+    proc = docker("images", "--format", "{{.Repository}}:{{.Tag}}", NODE_REPO, check=False)
+    return proc.stdout.split()
