@@ -5,6 +5,9 @@
     dgxops sim ls [--fleet F] [--json]
     dgxops sim exec NODE -- ARGV...        run a command inside a simulated node
     dgxops sim down [--fleet F]            remove exactly the containers the fleet started
+    dgxops run PLAYBOOK [-i INV] [--check] [--diff] [--limit L] [--tags T] [-e K=V|@file]
+                                           run a playbook through ansible-runner, with progress
+                                           and a per-host summary
 """
 
 from __future__ import annotations
@@ -80,6 +83,38 @@ def cmd_sim(args) -> int:
     return 0
 
 
+def _extravars(items) -> dict:
+    import yaml
+
+    out: dict = {}
+    for item in items or []:
+        if item.startswith("@"):
+            with open(item[1:]) as fh:
+                out.update(yaml.safe_load(fh) or {})
+        elif item.lstrip().startswith("{"):
+            out.update(json.loads(item))
+        else:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise SystemExit("-e %r: use KEY=VALUE, a JSON object or @file" % item)
+            out[key] = yaml.safe_load(value)
+    return out
+
+
+def cmd_run(args) -> int:
+    from dgxops.runner import PlaybookRun, print_progress, run_playbook
+
+    spec = PlaybookRun(
+        playbook=args.playbook, inventory=args.inventory, extravars=_extravars(args.extra_vars),
+        limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, check=args.check,
+        diff=args.diff, forks=args.forks, verbosity=args.verbose,
+    )
+    result = run_playbook(spec, progress=None if args.quiet else print_progress)
+    print()
+    print(result.summary())
+    return 0 if result.ok else (result.rc or 1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgxops", description="Provision and tune DGX fleets with the dgxops.fleet collection.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -100,6 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     p_sim.add_argument("--inventory", help="write an Ansible inventory for the fleet to this path")
     p_sim.add_argument("--json", action="store_true", help="machine-readable output")
     p_sim.set_defaults(func=cmd_sim)
+
+    p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
+    p_run.add_argument("playbook")
+    p_run.add_argument("-i", "--inventory", action="append")
+    p_run.add_argument("-e", "--extra-vars", action="append")
+    p_run.add_argument("-l", "--limit")
+    p_run.add_argument("-t", "--tags")
+    p_run.add_argument("--skip-tags")
+    p_run.add_argument("-C", "--check", action="store_true")
+    p_run.add_argument("-D", "--diff", action="store_true")
+    p_run.add_argument("-f", "--forks", type=int)
+    p_run.add_argument("-v", "--verbose", action="count", default=0)
+    p_run.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
+    p_run.set_defaults(func=cmd_run)
     return parser
 
 

@@ -1,0 +1,235 @@
+"""A thin wrapper over ansible-runner: one place builds the runner arguments.
+
+Modelled on ansible-navigator's ``runner/base.py``: every run gets a fresh private data
+directory (ansible-runner silently reuses inventory/extravars/env written into an old one),
+an explicit environment (the venv's ``bin`` first on PATH, this checkout's ``ansible.cfg``),
+and an event handler that turns runner events into :class:`Progress` callbacks. The result
+is a :class:`RunResult` with per-host counts and the failures, ready for a summary.
+
+    from dgxops.runner import PlaybookRun, run_playbook
+    result = run_playbook(PlaybookRun("site.yml", inventory="inventories/simulated/hosts.yml"))
+    print(result.summary())
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout (src/dgxops/runner.py)
+
+HOST_STATS = ("ok", "changed", "failures", "dark", "skipped", "rescued", "ignored")
+
+
+@dataclass
+class PlaybookRun:
+    """What to run. Paths are relative to the checkout unless absolute."""
+
+    playbook: str
+    inventory: str | list[str] | None = None
+    extravars: dict = field(default_factory=dict)
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+    check: bool = False
+    diff: bool = False
+    forks: int | None = None
+    verbosity: int = 0
+    timeout: int | None = None  # seconds for the whole run
+
+
+@dataclass
+class Failure:
+    host: str
+    task: str
+    msg: str
+    unreachable: bool = False
+
+
+@dataclass
+class RunResult:
+    status: str  # successful, failed, timeout, canceled
+    rc: int
+    hosts: dict[str, dict[str, int]]
+    failures: list[Failure]
+    changed_tasks: list[tuple[str, str]]  # (host, task)
+    artifact_dir: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+    @property
+    def changed(self) -> int:
+        return sum(h.get("changed", 0) for h in self.hosts.values())
+
+    def summary(self) -> str:
+        lines = ["%-28s %5s %8s %11s %7s %8s" % ("HOST", "ok", "changed", "unreachable", "failed", "skipped")]
+        for host in sorted(self.hosts):
+            s = self.hosts[host]
+            lines.append("%-28s %5d %8d %11d %7d %8d" % (
+                host, s.get("ok", 0), s.get("changed", 0), s.get("dark", 0), s.get("failures", 0), s.get("skipped", 0)))
+        if self.failures:
+            lines.append("")
+            lines.append("failures:")
+            for f in self.failures:
+                first = (f.msg or "").strip().splitlines()[:6]
+                lines.append("  %s | %s%s" % (f.host, f.task, " (unreachable)" if f.unreachable else ""))
+                lines.extend("      " + ln for ln in first)
+        lines.append("")
+        verdict = "OK" if self.ok else "FAILED"
+        lines.append("%s: status=%s rc=%d, %d host(s), %d change(s), %d failure(s)" % (
+            verdict, self.status, self.rc, len(self.hosts), self.changed, len(self.failures)))
+        return "\n".join(lines)
+
+
+@dataclass
+class Progress:
+    """One thing worth telling a person while a run goes on."""
+
+    kind: str  # play, task, ok, changed, failed, unreachable, skipped
+    text: str
+    host: str | None = None
+
+
+def _env() -> dict[str, str]:
+    """The environment of the run: explicit, not whatever the caller's shell had."""
+    venv_bin = Path(sys.executable).parent
+    env = {
+        "PATH": os.pathsep.join([str(venv_bin), os.environ.get("PATH", "/usr/bin:/bin")]),
+        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+    }
+    for key in ("HOME", "LANG", "LC_ALL", "ANSIBLE_COLLECTIONS_PATH", "DOCKER_HOST"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
+    """The one place that turns a PlaybookRun into ansible-runner arguments."""
+    def resolve(path: str) -> str:
+        return path if os.path.isabs(path) else str(ROOT / path)
+
+    cmdline = []
+    if spec.check:
+        cmdline.append("--check")
+    if spec.diff:
+        cmdline.append("--diff")
+    if spec.skip_tags:
+        cmdline += ["--skip-tags", spec.skip_tags]
+    kwargs = {
+        "private_data_dir": private_data_dir,
+        "project_dir": str(ROOT),
+        "playbook": resolve(spec.playbook),
+        "envvars": _env(),
+        "extravars": dict(spec.extravars),
+        "quiet": True,
+        "rotate_artifacts": 1,
+        "json_mode": False,
+        "verbosity": spec.verbosity or None,
+    }
+    if spec.inventory:
+        inv = [spec.inventory] if isinstance(spec.inventory, str) else list(spec.inventory)
+        kwargs["inventory"] = [resolve(i) for i in inv]
+    if spec.limit:
+        kwargs["limit"] = spec.limit
+    if spec.tags:
+        kwargs["tags"] = spec.tags
+    if spec.forks:
+        kwargs["forks"] = spec.forks
+    if spec.timeout:
+        kwargs["timeout"] = spec.timeout
+    if cmdline:
+        kwargs["cmdline"] = " ".join(cmdline)
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+class _Collector:
+    """Event handler: progress callbacks plus what the summary needs."""
+
+    def __init__(self, progress: Callable[[Progress], None] | None):
+        self.progress = progress
+        self.failures: list[Failure] = []
+        self.changed: list[tuple[str, str]] = []
+
+    def _emit(self, kind, text, host=None):
+        if self.progress:
+            self.progress(Progress(kind, text, host))
+
+    def __call__(self, event: dict) -> bool:
+        name = event.get("event")
+        data = event.get("event_data", {})
+        host = data.get("host")
+        task = data.get("task") or ""
+        res = data.get("res") or {}
+        if name == "playbook_on_play_start":
+            self._emit("play", data.get("play", ""))
+        elif name == "playbook_on_task_start":
+            self._emit("task", task)
+        elif name == "runner_on_ok":
+            if res.get("changed"):
+                self.changed.append((host, task))
+                self._emit("changed", task, host)
+            else:
+                self._emit("ok", task, host)
+        elif name == "runner_on_failed" and not data.get("ignore_errors"):
+            self.failures.append(Failure(host, task, _failure_text(res)))
+            self._emit("failed", task, host)
+        elif name == "runner_on_unreachable":
+            self.failures.append(Failure(host, task, res.get("msg", ""), unreachable=True))
+            self._emit("unreachable", task, host)
+        elif name == "runner_on_skipped":
+            self._emit("skipped", task, host)
+        return True  # keep the event on disk (rotated)
+
+
+def _failure_text(res: dict) -> str:
+    msg = res.get("msg") or ""
+    if not isinstance(msg, str):
+        msg = repr(msg)
+    for key in ("stderr", "module_stderr"):
+        if res.get(key):
+            msg += "\n" + str(res[key]).strip()
+    return msg
+
+
+def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None = None,
+                 keep_artifacts: bool = False) -> RunResult:
+    """Run one playbook synchronously and return its result."""
+    import ansible_runner  # imported here: the simulator imports dgxops without it
+
+    private = tempfile.mkdtemp(prefix="dgxops-run-")
+    collector = _Collector(progress)
+    try:
+        runner = ansible_runner.run(event_handler=collector, **build_runner_kwargs(spec, private))
+        stats = runner.stats or {}
+        hosts: dict[str, dict[str, int]] = {}
+        for key in HOST_STATS:
+            for host, count in (stats.get(key) or {}).items():
+                hosts.setdefault(host, {k: 0 for k in HOST_STATS})[key] = count
+        if runner.rc == 127 or (runner.status == "failed" and not hosts and not collector.failures):
+            stdout = runner.stdout.read() if hasattr(runner.stdout, "read") else ""
+            collector.failures.append(Failure("localhost", "ansible-playbook", stdout.strip()[-2000:]))
+        return RunResult(runner.status, runner.rc, hosts, collector.failures, collector.changed,
+                         artifact_dir=runner.config.artifact_dir if keep_artifacts else None)
+    finally:
+        if not keep_artifacts:
+            shutil.rmtree(private, ignore_errors=True)
+
+
+def print_progress(event: Progress, stream=sys.stdout) -> None:
+    """A compact progress printer for terminals and CI logs."""
+    if event.kind == "play":
+        stream.write("\nPLAY %s\n" % event.text)
+    elif event.kind == "task":
+        stream.write("  TASK %s\n" % event.text)
+    elif event.kind in ("changed", "failed", "unreachable"):
+        stream.write("    %-11s %s\n" % (event.kind, event.host))
+    stream.flush()

@@ -1,0 +1,83 @@
+"""The ansible-runner wrapper: argument building, and a real run on localhost."""
+
+import os
+import sys
+
+from dgxops import runner
+from dgxops.runner import PlaybookRun
+
+
+def test_build_kwargs_is_explicit(tmp_path):
+    spec = PlaybookRun("site.yml", inventory="inventories/simulated/hosts.yml", check=True, diff=True,
+                       limit="dgx_h100", tags="nccl", extravars={"a": 1}, forks=4)
+    kw = runner.build_runner_kwargs(spec, str(tmp_path))
+    assert kw["private_data_dir"] == str(tmp_path)
+    assert kw["playbook"] == str(runner.ROOT / "site.yml")
+    assert kw["inventory"] == [str(runner.ROOT / "inventories/simulated/hosts.yml")]
+    assert kw["cmdline"] == "--check --diff"
+    assert kw["limit"] == "dgx_h100" and kw["tags"] == "nccl" and kw["forks"] == 4
+    assert kw["extravars"] == {"a": 1}
+    assert kw["envvars"]["ANSIBLE_CONFIG"] == str(runner.ROOT / "ansible.cfg")
+    assert kw["envvars"]["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
+    assert kw["rotate_artifacts"] == 1
+    assert "verbosity" not in kw and "timeout" not in kw
+
+
+def _playbook(tmp_path, body):
+    path = tmp_path / "play.yml"
+    path.write_text(body)
+    return str(path)
+
+
+def test_real_run_reports_changes_and_failures(tmp_path):
+    marker = tmp_path / "marker"
+    play = _playbook(tmp_path, f"""
+- name: Wrapper test
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Create a file
+      ansible.builtin.copy:
+        content: "x"
+        dest: "{marker}"
+        mode: "0644"
+    - name: Fail on purpose
+      ansible.builtin.fail:
+        msg: "boom {{{{ reason }}}}"
+""")
+    seen = []
+    result = runner.run_playbook(PlaybookRun(play, inventory="localhost,", extravars={"reason": "on purpose"}),
+                                 progress=seen.append)
+    assert marker.read_text() == "x"
+    assert result.status == "failed" and not result.ok
+    assert result.hosts["localhost"]["changed"] == 1
+    assert result.hosts["localhost"]["failures"] == 1
+    assert [(f.host, f.task, f.msg) for f in result.failures] == [("localhost", "Fail on purpose", "boom on purpose")]
+    assert ("localhost", "Create a file") in result.changed_tasks
+    kinds = [(e.kind, e.text) for e in seen]
+    assert ("task", "Create a file") in kinds and ("changed", "Create a file") in kinds
+    assert ("failed", "Fail on purpose") in kinds
+    text = result.summary()
+    assert "FAILED" in text and "boom on purpose" in text
+
+
+def test_second_run_is_reported_unchanged(tmp_path):
+    marker = tmp_path / "m"
+    play = _playbook(tmp_path, f"""
+- name: Idempotent
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Create a file
+      ansible.builtin.copy:
+        content: "y"
+        dest: "{marker}"
+        mode: "0644"
+""")
+    first = runner.run_playbook(PlaybookRun(play, inventory="localhost,"))
+    second = runner.run_playbook(PlaybookRun(play, inventory="localhost,", check=True))
+    assert first.ok and first.changed == 1
+    assert second.ok and second.changed == 0
+    assert second.summary().startswith("HOST")

@@ -1,0 +1,55 @@
+"""The dgxops.fleet.validate action, run for real by ansible-playbook on the controller."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+
+
+def run_validate(tmp_path, area, config):
+    play = tmp_path / "v.yml"
+    play.write_text(f"""
+- name: Validate
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Validate settings
+      dgxops.fleet.validate:
+        area: {area}
+        config: {json.dumps(config)}
+""")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(play)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+
+
+GOOD = {"fleet_identity_fleet_name": "lab", "fleet_identity_node_role": "compute", "fleet_identity_labels": {"rack": "r1"}}
+
+
+def test_valid_config_passes(tmp_path):
+    proc = run_validate(tmp_path, "fleet_identity", GOOD)
+    assert proc.returncode == 0, proc.stdout
+    assert "ok=1" in proc.stdout and "changed=0" in proc.stdout
+
+
+@pytest.mark.parametrize("override, expected", [
+    ({"fleet_identity_node_role": "gpu"}, "fleet_identity_node_role: invalid value 'gpu'; allowed: compute, spark-driver, login, storage"),
+    ({"fleet_identity_fleet_name": "a b"}, "fleet_identity_fleet_name: invalid value 'a b'"),
+    ({"fleet_identity_labels": {"rack": 3}}, "fleet_identity_labels[rack]: invalid value 3"),
+])
+def test_invalid_config_fails_naming_variable(tmp_path, override, expected):
+    proc = run_validate(tmp_path, "fleet_identity", dict(GOOD, **override))
+    assert proc.returncode == 2, proc.stdout
+    assert expected in proc.stdout
+
+
+def test_unknown_area_is_an_error(tmp_path):
+    proc = run_validate(tmp_path, "no_such_area", {})
+    assert proc.returncode == 2
+    assert "no validator for area 'no_such_area'" in proc.stdout
