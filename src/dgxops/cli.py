@@ -8,6 +8,14 @@
     dgxops run PLAYBOOK [-i INV] [--check] [--diff] [--limit L] [--tags T] [-e K=V|@file]
                                            run a playbook through ansible-runner, with progress
                                            and a per-host summary
+    dgxops check [PLAYBOOK] [-i INV]       check + diff: what would change, changing nothing
+    dgxops facts [-i INV]                  fleet GPU table (nodes x GPUs)
+    dgxops doctor [-i INV]                 the driver doctor on every node
+    dgxops report [-i INV] [--format md|html] [--output FILE] [--run LABEL=RESULT.json ...]
+
+Every command takes --json for machine-readable output. Exit codes: 0 success; 1 a task
+failed; 2 bad usage; 3 a host was unreachable (and none failed); 4 environment error (no
+Docker, no image); with `check --detailed-exitcode`, 2 means changes are pending.
 """
 
 from __future__ import annotations
@@ -66,11 +74,14 @@ def cmd_sim(args) -> int:
         if args.inventory:
             fleet.write_inventory(Path(args.inventory))
         _print_nodes(fleet, nodes, args.json)
-    elif args.action == "ls":
+    elif args.action in ("ls", "status"):
         _print_nodes(fleet, fleet.load(), args.json)
     elif args.action == "down":
         removed = fleet.down()
-        print("fleet %s: removed %d node(s)%s" % (fleet.name, len(removed), (": " + ", ".join(removed)) if removed else ""))
+        if args.json:
+            print(json.dumps({"fleet": fleet.name, "removed": removed}))
+        else:
+            print("fleet %s: removed %d node(s)%s" % (fleet.name, len(removed), (": " + ", ".join(removed)) if removed else ""))
     elif args.action == "inventory":
         import yaml
 
@@ -101,18 +112,110 @@ def _extravars(items) -> dict:
     return out
 
 
-def cmd_run(args) -> int:
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_ENV = 0, 1, 2, 3, 4
+
+
+def _exit_code(result) -> int:
+    if result.ok:
+        return EXIT_OK
+    if result.failures and all(f.unreachable for f in result.failures):
+        return EXIT_UNREACHABLE
+    return EXIT_FAILED
+
+
+def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars: dict | None = None):
     from dgxops.runner import PlaybookRun, print_progress, run_playbook
 
     spec = PlaybookRun(
-        playbook=args.playbook, inventory=args.inventory, extravars=_extravars(args.extra_vars),
-        limit=args.limit, tags=args.tags, skip_tags=args.skip_tags, check=args.check,
-        diff=args.diff, forks=args.forks, verbosity=args.verbose,
+        playbook=playbook, inventory=args.inventory, extravars=dict(_extravars(getattr(args, "extra_vars", None)), **(extravars or {})),
+        limit=getattr(args, "limit", None), tags=getattr(args, "tags", None), skip_tags=getattr(args, "skip_tags", None),
+        check=check, diff=diff, forks=getattr(args, "forks", None), verbosity=getattr(args, "verbose", 0),
     )
-    result = run_playbook(spec, progress=None if args.quiet else print_progress)
-    print()
-    print(result.summary())
-    return 0 if result.ok else (result.rc or 1)
+    quiet = args.json or getattr(args, "quiet", False)
+    return run_playbook(spec, progress=None if quiet else print_progress)
+
+
+def cmd_run(args) -> int:
+    result = _run(args, args.playbook, check=args.check, diff=args.diff)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print()
+        print(result.summary())
+    return _exit_code(result)
+
+
+def cmd_check(args) -> int:
+    result = _run(args, args.playbook, check=True, diff=True)
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print()
+        if result.changed_tasks:
+            print("would change:")
+            for host, task in result.changed_tasks:
+                print("  %-28s %s" % (host, task))
+        else:
+            print("nothing would change")
+        print(result.summary())
+    code = _exit_code(result)
+    if code == EXIT_OK and args.detailed_exitcode and result.changed:
+        return 2
+    return code
+
+
+def cmd_facts(args) -> int:
+    from dgxops.report import gpu_rows, gpu_table
+
+    result = _run(args, "playbooks/facts.yml")
+    if args.json:
+        print(json.dumps({"hosts": {h: f.get("nvidia_smi") for h, f in sorted(result.facts.items())},
+                          "rows": [dict(r, gpu=r["gpu"]) for r in gpu_rows(result.facts)],
+                          "run": {"status": result.status, "rc": result.rc,
+                                  "failures": [f.__dict__ for f in result.failures]}}, indent=2, default=str))
+    else:
+        print()
+        print(gpu_table(result.facts))
+        if not result.ok:
+            print()
+            print(result.summary())
+    return _exit_code(result)
+
+
+def cmd_doctor(args) -> int:
+    result = _run(args, "playbooks/doctor.yml")
+    if args.json:
+        print(json.dumps(result.as_dict(), indent=2, default=str))
+    else:
+        print()
+        print(result.summary())
+    return _exit_code(result)
+
+
+def cmd_report(args) -> int:
+    from dgxops.report import html_report, markdown_report
+
+    runs = []
+    for item in args.run or []:
+        label, sep, path = item.partition("=")
+        if not sep:
+            raise SystemExit("--run %r: use LABEL=RESULT.json (from `dgxops run --json`)" % item)
+        with open(path) as fh:
+            runs.append((label, json.load(fh)))
+    result = _run(args, "playbooks/facts.yml")
+    text = markdown_report(result.facts, runs)
+    if args.format == "html":
+        text = html_report(text)
+    if args.output:
+        Path(args.output).write_text(text)
+    if args.json:
+        print(json.dumps({"format": args.format, "output": args.output, "hosts": sorted(result.facts),
+                          "report": None if args.output else text}, indent=2))
+    elif not args.output:
+        print(text)
+    else:
+        print("report written to %s" % args.output)
+    return _exit_code(result)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -124,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_image.set_defaults(func=cmd_image)
 
     p_sim = sub.add_parser("sim", help="simulated DGX nodes (Docker containers with a fake nvidia-smi)")
-    p_sim.add_argument("action", choices=["up", "ls", "down", "inventory", "exec"])
+    p_sim.add_argument("action", choices=["up", "ls", "status", "down", "inventory", "exec"])
     p_sim.add_argument("target", nargs="?", help="node name (exec)")
     p_sim.add_argument("argv", nargs="*", help="command to run (exec)")
     p_sim.add_argument("--fleet", default=simfleet.DEFAULT_FLEET, help="fleet name (default %(default)s)")
@@ -136,19 +239,46 @@ def build_parser() -> argparse.ArgumentParser:
     p_sim.add_argument("--json", action="store_true", help="machine-readable output")
     p_sim.set_defaults(func=cmd_sim)
 
+    def playbook_args(p, playbook=True):
+        if playbook is True:
+            p.add_argument("playbook")
+        elif playbook:
+            p.add_argument("playbook", nargs="?", default=playbook)
+        p.add_argument("-i", "--inventory", action="append", help="inventory (default: ansible.cfg's, the simulated fleet)")
+        p.add_argument("-e", "--extra-vars", action="append")
+        p.add_argument("-l", "--limit")
+        p.add_argument("-t", "--tags")
+        p.add_argument("--skip-tags")
+        p.add_argument("-f", "--forks", type=int)
+        p.add_argument("-v", "--verbose", action="count", default=0)
+        p.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
     p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
-    p_run.add_argument("playbook")
-    p_run.add_argument("-i", "--inventory", action="append")
-    p_run.add_argument("-e", "--extra-vars", action="append")
-    p_run.add_argument("-l", "--limit")
-    p_run.add_argument("-t", "--tags")
-    p_run.add_argument("--skip-tags")
+    playbook_args(p_run)
     p_run.add_argument("-C", "--check", action="store_true")
     p_run.add_argument("-D", "--diff", action="store_true")
-    p_run.add_argument("-f", "--forks", type=int)
-    p_run.add_argument("-v", "--verbose", action="count", default=0)
-    p_run.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
     p_run.set_defaults(func=cmd_run)
+
+    p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
+    playbook_args(p_check, "site.yml")
+    p_check.add_argument("--detailed-exitcode", action="store_true", help="exit 2 when changes are pending")
+    p_check.set_defaults(func=cmd_check)
+
+    p_facts = sub.add_parser("facts", help="fleet GPU table: nodes x GPUs")
+    playbook_args(p_facts, playbook=False)
+    p_facts.set_defaults(func=cmd_facts)
+
+    p_doctor = sub.add_parser("doctor", help="driver doctor (guide 000 section 5.1) on every node")
+    playbook_args(p_doctor, playbook=False)
+    p_doctor.set_defaults(func=cmd_doctor)
+
+    p_report = sub.add_parser("report", help="fleet report (Markdown or HTML)")
+    playbook_args(p_report, playbook=False)
+    p_report.add_argument("--format", choices=["md", "html"], default="md")
+    p_report.add_argument("--output", "-o")
+    p_report.add_argument("--run", action="append", help="LABEL=RESULT.json from `dgxops run --json`, shown in the report")
+    p_report.set_defaults(func=cmd_report)
     return parser
 
 
@@ -156,9 +286,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (RuntimeError, ValueError) as exc:
+    except (RuntimeError, ValueError, OSError) as exc:
         print("dgxops: error: %s" % exc, file=sys.stderr)
-        return 1
+        return EXIT_ENV
 
 
 if __name__ == "__main__":

@@ -59,6 +59,17 @@ class RunResult:
     failures: list[Failure]
     changed_tasks: list[tuple[str, str]]  # (host, task)
     artifact_dir: str | None = None
+    facts: dict[str, dict] = field(default_factory=dict)  # ansible_facts returned per host
+    diffs: list[dict] = field(default_factory=list)  # {"host", "task", "diff"} in check/diff runs
+
+    def as_dict(self) -> dict:
+        return {
+            "status": self.status, "rc": self.rc, "ok": self.ok, "hosts": self.hosts,
+            "changed": self.changed,
+            "failures": [f.__dict__ for f in self.failures],
+            "changed_tasks": [{"host": h, "task": t} for h, t in self.changed_tasks],
+            "diffs": self.diffs, "facts": self.facts,
+        }
 
     @property
     def ok(self) -> bool:
@@ -158,6 +169,8 @@ class _Collector:
         self.progress = progress
         self.failures: list[Failure] = []
         self.changed: list[tuple[str, str]] = []
+        self.facts: dict[str, dict] = {}
+        self.diffs: list[dict] = []
 
     def _emit(self, kind, text, host=None):
         if self.progress:
@@ -174,6 +187,10 @@ class _Collector:
         elif name == "playbook_on_task_start":
             self._emit("task", task)
         elif name == "runner_on_ok":
+            if isinstance(res.get("ansible_facts"), dict):
+                self.facts.setdefault(host, {}).update(res["ansible_facts"])
+            if res.get("diff") and res.get("changed"):
+                self.diffs.append({"host": host, "task": task, "diff": res["diff"]})
             if res.get("changed"):
                 self.changed.append((host, task))
                 self._emit("changed", task, host)
@@ -218,7 +235,8 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
             stdout = runner.stdout.read() if hasattr(runner.stdout, "read") else ""
             collector.failures.append(Failure("localhost", "ansible-playbook", stdout.strip()[-2000:]))
         return RunResult(runner.status, runner.rc, hosts, collector.failures, collector.changed,
-                         artifact_dir=runner.config.artifact_dir if keep_artifacts else None)
+                         artifact_dir=runner.config.artifact_dir if keep_artifacts else None,
+                         facts=collector.facts, diffs=collector.diffs)
     finally:
         if not keep_artifacts:
             shutil.rmtree(private, ignore_errors=True)
