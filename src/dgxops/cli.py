@@ -86,11 +86,6 @@ def cmd_sim(args) -> int:
         import yaml
 
         sys.stdout.write(yaml.safe_dump(fleet.inventory(), sort_keys=True))
-    elif args.action == "exec":
-        proc = fleet.exec(args.target, *args.argv)
-        sys.stdout.write(proc.stdout)
-        sys.stderr.write(proc.stderr)
-        return proc.returncode
     return 0
 
 
@@ -227,9 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_image.set_defaults(func=cmd_image)
 
     p_sim = sub.add_parser("sim", help="simulated DGX nodes (Docker containers with a fake nvidia-smi)")
-    p_sim.add_argument("action", choices=["up", "ls", "status", "down", "inventory", "exec"])
-    p_sim.add_argument("target", nargs="?", help="node name (exec)")
-    p_sim.add_argument("argv", nargs="*", help="command to run (exec)")
+    p_sim.add_argument("action", choices=["up", "ls", "status", "down", "inventory", "exec"],
+                       help="exec: dgxops sim exec NODE COMMAND [ARG...]")
     p_sim.add_argument("--fleet", default=simfleet.DEFAULT_FLEET, help="fleet name (default %(default)s)")
     p_sim.add_argument("--layout", default=simfleet.DEFAULT_LAYOUT,
                        help="MODEL=COUNT,... (default %(default)s); models: " + ", ".join(simfleet.MODELS))
@@ -283,6 +277,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["sim", "exec"]:
+        # everything after the node name belongs to the command run inside the node
+        rest = argv[2:]
+        fleet_name = simfleet.DEFAULT_FLEET
+        if len(rest) >= 2 and rest[0] == "--fleet":
+            fleet_name, rest = rest[1], rest[2:]
+        if rest[:1] == ["--"]:
+            rest = rest[1:]
+        if len(rest) < 2:
+            print("usage: dgxops sim exec [--fleet F] NODE COMMAND [ARG...]", file=sys.stderr)
+            return EXIT_USAGE
+        proc = simfleet.SimFleet(fleet_name).exec(rest[0], *rest[1:])
+        sys.stdout.write(proc.stdout)
+        sys.stderr.write(proc.stderr)
+        return proc.returncode
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -82,7 +82,7 @@ sys.exit(main())
 
 
 def log(msg: str) -> None:
-    print("[dgxops-image] %s" % msg, flush=True)
+    print("[dgxops-image] %s" % msg, file=sys.stderr, flush=True)
 
 
 def docker_bin() -> str:

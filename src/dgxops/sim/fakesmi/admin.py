@@ -1,0 +1,179 @@
+"""`dgxops-sim`: initialise, reboot, fault-inject and inspect a simulated DGX node."""
+import argparse
+import json
+import sys
+
+from .models import MODELS
+from .state import Store, StateError, new_state, reboot, state_path, validate_model_driver
+
+FAULTS = ("driver-not-loaded", "gpu-lost", "unknown-error", "hang", "busy")
+
+
+def _gpu_index(state, gpu):
+    n = len(state["gpus"])
+    if gpu is None:
+        return None
+    if not 0 <= gpu < n:
+        raise StateError("--gpu %d: this %s node has GPUs 0-%d" % (gpu, state["model"], n - 1))
+    return gpu
+
+
+def add_process(state, gpu, name="python3", used_mib=1024, pid=None):
+    if pid is None:
+        pid = state.get("next_pid", 4100)
+        state["next_pid"] = pid + 1
+    proc = {"pid": pid, "gpu": gpu, "name": name, "used_mib": used_mib}
+    state["processes"].append(proc)
+    return proc
+
+
+def cmd_init(args):
+    try:
+        validate_model_driver(args.model, args.driver)
+    except StateError as exc:
+        raise SystemExit("dgxops-sim: %s" % exc)
+    with Store(write=True, create=False) as st:
+        if st.state is not None and not args.force:
+            s = st.state
+            if s["model"] == args.model and s["driver"] == args.driver:
+                print("unchanged: %s with driver %s" % (s["model"], s["driver"]))
+                return 0
+            raise SystemExit("dgxops-sim: node is already %s with driver %s; use --force to re-initialise"
+                             % (s["model"], s["driver"]))
+        st.state = new_state(args.model, args.driver)
+        st.save()
+    print("initialised %s with driver %s (%d GPU%s) in %s" % (
+        args.model, args.driver, len(st.state["gpus"]), "s" if len(st.state["gpus"]) > 1 else "", state_path()))
+    return 0
+
+
+def cmd_reset(args):
+    with Store(write=True) as st:
+        reboot(st.state)
+        st.save()
+    print("rebooted: non-persistent GPU settings are back to their defaults")
+    return 0
+
+
+def cmd_factory_reset(args):
+    with Store(write=True) as st:
+        s = st.state
+        st.state = new_state(s["model"], s["driver"], seed=s.get("seed"))
+        st.save()
+    print("factory state restored for %s with driver %s" % (st.state["model"], st.state["driver"]))
+    return 0
+
+
+def cmd_fault(args):
+    with Store(write=True) as st:
+        s = st.state
+        faults = s.setdefault("faults", {})
+        if args.fault_cmd == "set":
+            gpu = _gpu_index(s, args.gpu)
+            if args.name == "driver-not-loaded":
+                faults["driver_not_loaded"] = True
+            elif args.name == "gpu-lost":
+                lost = faults.setdefault("gpu_lost", [])
+                idx = 0 if gpu is None else gpu
+                if idx not in lost:
+                    lost.append(idx)
+            elif args.name == "unknown-error":
+                if not args.field:
+                    raise SystemExit("dgxops-sim: fault unknown-error needs --field F (a --query-gpu field)")
+                entry = {"gpu": gpu, "field": args.field}
+                if entry not in faults.setdefault("unknown_error", []):
+                    faults["unknown_error"].append(entry)
+            elif args.name == "hang":
+                faults["hang"] = {"gpu": gpu}
+            elif args.name == "busy":
+                idx = 0 if gpu is None else gpu
+                busy = faults.setdefault("busy", {})
+                if str(idx) not in busy:
+                    proc = add_process(s, idx, name="/usr/bin/python3", used_mib=2048)
+                    busy[str(idx)] = proc["pid"]
+        else:
+            names = [args.name] if args.name else list(FAULTS)
+            for name in names:
+                if name == "busy":
+                    pids = set(faults.pop("busy", {}).values())
+                    s["processes"] = [p for p in s["processes"] if p["pid"] not in pids]
+                else:
+                    faults.pop({"driver-not-loaded": "driver_not_loaded", "gpu-lost": "gpu_lost",
+                                "unknown-error": "unknown_error", "hang": "hang"}[name], None)
+        st.save()
+    print(json.dumps(faults, sort_keys=True))
+    return 0
+
+
+def cmd_process(args):
+    with Store(write=True) as st:
+        s = st.state
+        if args.proc_cmd == "add":
+            gpu = _gpu_index(s, args.gpu if args.gpu is not None else 0)
+            proc = add_process(s, gpu, name=args.name, used_mib=args.used_mib, pid=args.pid)
+            print(json.dumps(proc, sort_keys=True))
+        else:
+            before = len(s["processes"])
+            s["processes"] = [p for p in s["processes"] if args.pid is not None and p["pid"] != args.pid]
+            busy = s.get("faults", {}).get("busy", {})
+            for k, v in list(busy.items()):
+                if args.pid is None or v == args.pid:
+                    del busy[k]
+            print("removed %d process(es)" % (before - len(s["processes"])))
+        st.save()
+    return 0
+
+
+def cmd_show(args):
+    with Store(write=False) as st:
+        print(json.dumps(st.state, indent=2, sort_keys=True))
+    return 0
+
+
+def build_parser():
+    p = argparse.ArgumentParser(prog="dgxops-sim", description="Manage a simulated DGX node (fake nvidia-smi).")
+    sub = p.add_subparsers(dest="cmd")
+    sub.required = True
+    i = sub.add_parser("init", help="create the node state")
+    i.add_argument("--model", required=True, choices=sorted(MODELS))
+    i.add_argument("--driver", required=True, help="driver version, e.g. 580.95.05")
+    i.add_argument("--force", action="store_true", help="replace an existing state")
+    i.set_defaults(func=cmd_init)
+    sub.add_parser("reset", help="reboot: non-persistent settings go back to defaults").set_defaults(func=cmd_reset)
+    sub.add_parser("factory-reset", help="all settings back to factory state").set_defaults(func=cmd_factory_reset)
+    f = sub.add_parser("fault", help="inject or clear faults")
+    fs = f.add_subparsers(dest="fault_cmd")
+    fs.required = True
+    fset = fs.add_parser("set")
+    fset.add_argument("name", choices=FAULTS)
+    fset.add_argument("--gpu", type=int)
+    fset.add_argument("--field")
+    fclr = fs.add_parser("clear")
+    fclr.add_argument("name", nargs="?", choices=FAULTS)
+    f.set_defaults(func=cmd_fault)
+    pr = sub.add_parser("process", help="add or remove a fake compute process")
+    ps = pr.add_subparsers(dest="proc_cmd")
+    ps.required = True
+    pa = ps.add_parser("add")
+    pa.add_argument("--gpu", type=int, default=0)
+    pa.add_argument("--name", default="python3")
+    pa.add_argument("--used-mib", type=int, default=1024)
+    pa.add_argument("--pid", type=int)
+    prm = ps.add_parser("remove")
+    prm.add_argument("--pid", type=int, help="without --pid: remove all")
+    pr.set_defaults(func=cmd_process)
+    sub.add_parser("show", help="print the state as JSON").set_defaults(func=cmd_show)
+    return p
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except StateError as exc:
+        sys.stderr.write("dgxops-sim: %s\n" % exc)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
