@@ -4,9 +4,9 @@
 #   prepare          put a get-pip stand-in into ansible-test's cache for each pip version the
 #                    supported ansible-core releases ask for (2.19: 24.2, 2.20/2.21: 25.2). Each
 #                    sanity venv runs it to install pip; it installs pip from the wheel on PyPI.
-#   run VENV ARGS..  copy the collection into a temporary ansible_collections/dgxops/fleet tree
-#                    (ansible-test needs that path; the checkout itself is not under it) and run
-#                    VENV/bin/ansible-test ARGS there.
+#   run VENV ARGS..  build the collection, unpack it into a temporary
+#                    ansible_collections/dgxops/fleet tree (ansible-test needs that path) with
+#                    tests/unit and tests/sanity, and run VENV/bin/ansible-test ARGS there.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="$HOME/.ansible/test/cache"
@@ -41,12 +41,17 @@ run() {
   trap 'rm -rf "$work"' RETURN
   local dest="$work/ansible_collections/dgxops/fleet"
   mkdir -p "$dest"
-  # only what git tracks or would track (untracked, not ignored), minus tooling that is not
-  # collection content; the symlink back to the checkout stays out (it would loop).
-  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard \
-     | grep -zv -e '^\.collections/' -e '^\.ci/' \
-     | xargs -0 -I{} sh -c 'test -e "{}" && printf "%s\0" "{}"' \
-     | tar --null -T - -cf -) | tar -C "$dest" -xf -
+  # Sanity tests the collection as it ships: the artifact `ansible-galaxy collection build`
+  # makes (galaxy.yml's build_ignore keeps the dgxops Python package, scripts and tooling out;
+  # those are checked by ruff in the lint stage), plus the collection's own tests/unit and
+  # tests/sanity. Untracked files are included, so work in progress is checked too.
+  "$ROOT/$venv/bin/ansible-galaxy" collection build --force --output-path "$work" "$ROOT" >/dev/null
+  tar -C "$dest" -xzf "$work"/dgxops-fleet-*.tar.gz
+  mkdir -p "$dest/tests"
+  for d in tests/unit tests/sanity; do
+    [ -d "$ROOT/$d" ] && cp -r "$ROOT/$d" "$dest/tests/"
+  done
+  find "$dest" -name __pycache__ -prune -exec rm -rf {} +
   (cd "$dest" && PATH="$ROOT/$venv/bin:$PATH" "$ROOT/$venv/bin/ansible-test" "$@")
 }
 

@@ -34,6 +34,7 @@ for stage in "${stages[@]}"; do
   case "$stage" in
     lint)
       run_stage "ansible-lint (production)" ansible-lint --offline
+      run_stage "ruff (dgxops package, tests, benchmarks)" ruff check src tests benchmarks
       ;;
     sanity)
       run_stage "sanity ansible-core 2.21 / py3.13" scripts/ansible-test-offline.sh run .venv sanity --python 3.13

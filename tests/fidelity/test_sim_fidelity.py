@@ -304,7 +304,7 @@ def test_real_580_h200_output_and_exit_code(tmp_path, cmd):
 
 def test_help_query_gpu_lists_every_capture_field(tmp_path):
     """Every field of a driver's real --help-query-gpu is accepted by the same simulated branch."""
-    for path, model, driver, mig, same in CAPTURES:
+    for path, model, driver, _mig, _same in CAPTURES:
         real = [m.group(1) for line in _first(sections(path), lambda c: c == "nvidia-smi --help-query-gpu").lines
                 for m in [re.match(r'^"([a-z][A-Za-z0-9_.]*)"', line)] if m]
         (tmp_path / driver).mkdir(exist_ok=True)

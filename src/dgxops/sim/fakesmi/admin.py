@@ -31,7 +31,7 @@ def cmd_init(args):
     try:
         validate_model_driver(args.model, args.driver)
     except StateError as exc:
-        raise SystemExit("dgxops-sim: %s" % exc)
+        raise SystemExit("dgxops-sim: %s" % exc) from None
     with Store(write=True, create=False) as st:
         if st.state is not None and not args.force:
             s = st.state

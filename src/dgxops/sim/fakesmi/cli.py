@@ -376,7 +376,7 @@ def set_pl(state, o, gpus, val, euid):
     try:
         watts = float(val)
     except ValueError:
-        raise Usage(BAD_COMBO)
+        raise Usage(BAD_COMBO) from None
     for g in gpus:
         if m["power_max"] is None:
             scope = " in current scope" if b >= 570 else ""

@@ -543,7 +543,7 @@ def _set_tag(block, path, value):
     """Replace the text of the element at 'a/b/c' (first match, nested in order)."""
     pos = 0
     parts = path.split("/")
-    for i, tag in enumerate(parts):
+    for tag in parts:
         idx = block.find("<%s>" % tag, pos)
         if idx < 0:
             return block
@@ -654,7 +654,8 @@ def query_xml(state, gpus):
                         dev, gi["id"], ci["id"], p["sm"] * ci["slices"] // p["g"], p["ce"], p["enc"], p["dec"],
                         p["ofa"], p["jpeg"], total, total - 12, bar1, bar1))
             parts.append("\n\t\t</mig_devices>")
-            blk = re.sub(r"<mig_devices>\s*None\s*</mig_devices>", lambda _m: "".join(parts), blk)
+            mig_xml = "".join(parts)
+            blk = re.sub(r"<mig_devices>\s*None\s*</mig_devices>", lambda _m, text=mig_xml: text, blk)
         procs = gpu_processes(state, g)
         if procs:
             pp = ["<processes>"]
@@ -665,7 +666,8 @@ def query_xml(state, gpus):
                           "\n\t\t\t\t<used_memory>%d MiB</used_memory>\n\t\t\t</process_info>" % (
                               p["pid"], _xml_escape(p.get("name", "python3")), p.get("used_mib", 0)))
             pp.append("\n\t\t</processes>")
-            blk = re.sub(r"<processes>\s*</processes>", lambda _m: "".join(pp), blk)
+            procs_xml = "".join(pp)
+            blk = re.sub(r"<processes>\s*</processes>", lambda _m, text=procs_xml: text, blk)
         blk = _xml_for_branch(blk, b, q)
         blocks.append(blk)
     return "\n".join(head) + "\n" + "\n".join(blocks) + "\n\n</nvidia_smi_log>\n"

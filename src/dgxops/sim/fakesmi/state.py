@@ -29,7 +29,7 @@ def parse_branch(driver):
     try:
         return int(str(driver).split(".")[0])
     except ValueError:
-        raise StateError("driver version %r is not of the form BRANCH.MINOR[.PATCH] (e.g. 580.95.05)" % (driver,))
+        raise StateError("driver version %r is not of the form BRANCH.MINOR[.PATCH] (e.g. 580.95.05)" % (driver,)) from None
 
 
 def validate_model_driver(model, driver):
@@ -37,7 +37,7 @@ def validate_model_driver(model, driver):
         raise StateError("unknown model %r; allowed: %s" % (model, ", ".join(sorted(MODELS))))
     parts = str(driver).split(".")
     if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts):
-        raise StateError("driver version %r is not of the form BRANCH.MINOR[.PATCH] (e.g. 580.95.05)" % (driver,))
+        raise StateError("driver version %r is not of the form BRANCH.MINOR[.PATCH] (e.g. 580.95.05)" % (driver,)) from None
     if not 450 <= int(parts[0]) <= 999:
         raise StateError("driver branch %s is outside the simulated range 450-999" % parts[0])
 
