@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgxops maintainers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Command layer and fact gathering for nvidia-smi / NVML (stdlib only, Python >= 3.9).
 
 * Every nvidia-smi call goes through :class:`NvidiaSmi.run`: ``module.run_command``

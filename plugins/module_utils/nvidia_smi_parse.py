@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: dgxops maintainers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Pure parsers for nvidia-smi output (no Ansible imports, stdlib only, Python >= 3.9).
 
 Every function takes text and returns plain dicts/lists, so it can be tested on
@@ -340,7 +340,7 @@ def parse_version(text):
     for line in (text or "").splitlines():
         if ":" not in line:
             continue
-        key, _, value = line.partition(":")
+        key, _sep, value = line.partition(":")
         raw[key.strip().lower()] = value.strip()
     driver = clean_version(raw.get("driver version")) if "deprecated" not in raw.get("driver version", "").lower() else None
     cuda = clean_version(raw.get("cuda version")) if "deprecated" not in raw.get("cuda version", "").lower() else None
@@ -416,7 +416,7 @@ def _cpu_list(text):
     for part in text.split(","):
         part = part.strip()
         if "-" in part:
-            lo, _, hi = part.partition("-")
+            lo, _sep, hi = part.partition("-")
             if lo.isdigit() and hi.isdigit():
                 cpus.extend(range(int(lo), int(hi) + 1))
         elif part.isdigit():

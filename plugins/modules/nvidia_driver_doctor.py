@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: dgxops maintainers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -57,16 +57,18 @@ options:
     type: int
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in diff mode), when in diff mode.
     support: none
 notes:
   - Run with become so that C(dmesg) is readable (kernel.dmesg_restrict).
   - When nvidia-smi answers but C(/proc/modules) or C(/dev) disagree (a container that shares the host's
     driver), those findings are warnings, not failures.
 author:
-  - dgxops maintainers
+  - dgxops maintainers (@dgxops)
 """
 
 EXAMPLES = r"""

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
 # Copyright: dgxops maintainers
-# Apache License 2.0 (see LICENSE)
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import absolute_import, division, print_function
 
@@ -75,11 +75,14 @@ options:
     type: int
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is the same in check mode.
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in diff mode), when in diff mode.
     support: none
   facts:
+    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 notes:
   - Queries only; the module never changes GPU state.
@@ -89,7 +92,7 @@ notes:
     visible (C(nvswitch_source=pci|proc)), or when a GPU reports a completed NVSwitch fabric registration
     (C(nvswitch_source=gpu_fabric_state), for example in a VM whose switches the host manages).
 author:
-  - dgxops maintainers
+  - dgxops maintainers (@dgxops)
 """
 
 EXAMPLES = r"""

@@ -49,7 +49,7 @@ def device(name):
     """Body of an own H200 capture and its exit code."""
     text = open(os.path.join(DEVICE, name)).read()
     body = text.split("\n", 1)[1]
-    body, _, rc = body.rpartition("\n# rc=")
+    body, _sep, rc = body.rpartition("\n# rc=")
     return body, int(rc.strip())
 
 

@@ -229,7 +229,7 @@ def test_all_subsets_mig_capture(monkeypatch, fake_bin):
 
 def test_old_driver_missing_field_is_dropped_and_retried(monkeypatch, fake_bin):
     fake = CaptureSmi("linux-x86_64__nvidia-h200__590.48.01.txt")
-    fake.fields = [f for f in fake.fields]
+    fake.fields = list(fake.fields)
     original = fake.query
 
     def old_query(fields, nounits):

@@ -247,10 +247,10 @@ def test_ansible_adhoc_on_simulated_h100(node, tmp_path):
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "at"), ANSIBLE_HOME=str(tmp_path / "ah"),
                ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
     out = subprocess.run(
-        [os.path.join(ROOT, ".venv", "bin", "ansible"), "localhost", "-i", "localhost,", "-c", "local",
+        [os.path.join(os.path.dirname(sys.executable), "ansible"), "localhost", "-i", "localhost,", "-c", "local",
          "-e", "ansible_python_interpreter=%s" % sys.executable, "-m", "dgxops.fleet.nvidia_smi_facts",
          "-a", "gather_subset=default,topology backend=nvidia-smi", "--check"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     result = json.loads(out.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
     facts = result["ansible_facts"]["nvidia_smi"]
