@@ -29,7 +29,7 @@ __metaclass__ = type
 import difflib
 import os
 import re
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
