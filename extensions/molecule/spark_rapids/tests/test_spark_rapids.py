@@ -1,0 +1,68 @@
+"""Verify spark_rapids on simulated DGX A100 80GB and H200 nodes (testinfra, docker backend)."""
+
+import json
+import os
+import re
+import subprocess
+
+# nvidia-smi memory.total: A100-SXM4-80GB 81920 MiB -> 80 GiB -> ceil(80 x 1.2) + 2 = 98g;
+# H200 143771 MiB -> 140 GiB -> ceil(140 x 1.2) + 2 = 170g.
+EXPECTED = {
+    "spark-a100-80gb": {"spark.executor.memory": "98g", "spark.executor.memoryOverhead": "14g",
+                        "spark.rapids.sql.concurrentGpuTasks": "4"},
+    "spark-h200": {"spark.executor.memory": "170g", "spark.executor.memoryOverhead": "21g",
+                   "spark.rapids.sql.concurrentGpuTasks": "4"},
+}
+
+
+def _conf(host):
+    text = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    pairs = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition(" ")
+            assert key not in pairs
+            pairs[key] = value
+    return pairs
+
+
+def test_executor_memory_follows_gpu_memory(host):
+    name = host.backend.get_hostname()
+    conf = _conf(host)
+    for key, value in EXPECTED[name].items():
+        assert conf[key] == value, (key, conf[key])
+    assert conf["spark.executor.resource.gpu.amount"] == "1"
+    assert conf["spark.worker.resource.gpu.amount"] == "8"
+    assert conf["spark.executor.cores"] == "16"
+    assert conf["spark.task.resource.gpu.amount"] == "0.0625"
+    assert conf["spark.rapids.memory.gpu.pool"] == "ASYNC"
+    assert "spark.rapids.memory.gpu.pooling.enabled" not in conf
+    assert conf["spark.shuffle.manager"] == "com.nvidia.spark.rapids.spark351.RapidsShuffleManager"
+
+
+def test_file_mode_and_owner(host):
+    conf = host.file("/opt/spark/conf/spark-defaults.conf")
+    assert conf.user == "root" and conf.mode == 0o644
+
+
+def test_discovery_script_lists_the_gpus(host):
+    out = host.check_output("/usr/local/bin/dgxops-spark-gpu-discovery")
+    assert json.loads(out) == {"name": "gpu", "addresses": [str(i) for i in range(8)]}
+
+
+def test_misspelled_key_fails_before_changes(host):
+    before = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    playbook = os.path.join(os.path.dirname(__file__), "..", "converge.yml")
+    extra = {"spark_rapids_settings": {"spark.rapids.sql.enable": True}}
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook, "--limit",
+         host.backend.get_hostname(), "-e", json.dumps(extra)],
+        capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"), check=False,
+    )
+    assert proc.returncode != 0
+    # YAML result output wraps long lines and may carry colour codes: compare on normalised text.
+    text = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).split()).replace("''", "'")
+    assert "spark_rapids_settings['spark.rapids.sql.enable']" in text, text[-3000:]
+    assert "did you mean spark.rapids.sql.enabled" in text, text[-3000:]
+    assert re.search(r"changed=0 ", text), text[-3000:]
+    assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before
