@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The main job on its embedded default, the simulated fleet: set everything up, start the
-# simulated DGX nodes, show them, and run site.yml against them (twice: the second run must
-# change nothing).
-#   scripts/demo.sh            fleet "dgxsim" with the default layout
-#   DGXOPS_LAYOUT=dgx-h100=4 scripts/demo.sh
-#   scripts/demo.sh --down     remove the simulated fleet again
+# The main job on its embedded default, the simulated fleet: set everything up from nothing,
+# start a small simulated DGX fleet (2 x DGX A100, 1 x DGX H100, 1 x DGX Spark), run site.yml
+# through the dgxops wrapper, run it again to show that nothing changes, and print the fleet
+# report.
+#   scripts/demo.sh                                  the default fleet "dgxsim"
+#   DGXOPS_LAYOUT=dgx-h200=4,dgx-spark=2 scripts/demo.sh
+#   scripts/demo.sh --down                           remove the simulated fleet
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -14,17 +15,29 @@ fi
 scripts/bootstrap.sh --no-219
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$ROOT/ansible.cfg"
-dgxops sim up --fleet dgxsim --layout "${DGXOPS_LAYOUT:-dgx-h100=2,dgx-h200=1,dgx-a100-80gb=1,dgx-spark=1}" \
+OUT="$ROOT/.cache/demo"
+mkdir -p "$OUT"
+
+echo; echo "== simulated fleet"
+dgxops sim up --fleet dgxsim --layout "${DGXOPS_LAYOUT:-dgx-a100-80gb=2,dgx-h100=1,dgx-spark=1}" \
   --inventory inventories/simulated/hosts.yml
+
+echo; echo "== site.yml, first run: applies the settings"
+dgxops run site.yml -i inventories/simulated/hosts.yml --save "$OUT/first.json"
+
+echo; echo "== site.yml, second run: must change nothing"
+dgxops run site.yml -i inventories/simulated/hosts.yml --save "$OUT/second.json" --quiet
+python3 - "$OUT/second.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+changed = {h: s["changed"] for h, s in run["hosts"].items() if s["changed"]}
+if changed or not run["ok"]:
+    sys.exit("demo: the second run is not clean: %s" % (changed or run["failures"]))
+print("second run: changed=0 on all %d hosts" % len(run["hosts"]))
+PY
+
+echo; echo "== fleet report (also written to .cache/demo/report.html)"
+dgxops report -i inventories/simulated/hosts.yml -q --html "$OUT/report.html" \
+  --run "first converge=$OUT/first.json" --run "idempotent rerun=$OUT/second.json"
 echo
-echo "== ansible-playbook site.yml (first run: applies the settings)"
-ansible-playbook -i inventories/simulated/hosts.yml site.yml
-echo
-echo "== ansible-playbook site.yml (second run: must report changed=0 everywhere)"
-ansible-playbook -i inventories/simulated/hosts.yml site.yml | tee /tmp/dgxops-demo-second.log
-if grep -Eq 'changed=[1-9]' /tmp/dgxops-demo-second.log; then
-  echo "demo: the second run changed something: not idempotent" >&2
-  exit 1
-fi
-echo
-echo "The simulated fleet keeps running: scripts/demo.sh --down removes it."
+echo "The simulated fleet keeps running (dgxops sim ls); scripts/demo.sh --down removes it."

@@ -119,7 +119,7 @@ def _exit_code(result) -> int:
 
 
 def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars: dict | None = None):
-    from dgxops.runner import PlaybookRun, print_progress, run_playbook
+    from dgxops.runner import PlaybookRun, ProgressPrinter, run_playbook
 
     spec = PlaybookRun(
         playbook=playbook, inventory=args.inventory, extravars=dict(_extravars(getattr(args, "extra_vars", None)), **(extravars or {})),
@@ -127,11 +127,14 @@ def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars
         check=check, diff=diff, forks=getattr(args, "forks", None), verbosity=getattr(args, "verbose", 0),
     )
     quiet = args.json or getattr(args, "quiet", False)
-    return run_playbook(spec, progress=None if quiet else print_progress)
+    return run_playbook(spec, progress=None if quiet else ProgressPrinter())
 
 
 def cmd_run(args) -> int:
     result = _run(args, args.playbook, check=args.check, diff=args.diff)
+    if args.save:
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.save).write_text(json.dumps(result.as_dict(), indent=2, default=str))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
@@ -199,6 +202,8 @@ def cmd_report(args) -> int:
             runs.append((label, json.load(fh)))
     result = _run(args, "playbooks/facts.yml")
     text = markdown_report(result.facts, runs)
+    if args.html:
+        Path(args.html).write_text(html_report(text))
     if args.format == "html":
         text = html_report(text)
     if args.output:
@@ -252,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     playbook_args(p_run)
     p_run.add_argument("-C", "--check", action="store_true")
     p_run.add_argument("-D", "--diff", action="store_true")
+    p_run.add_argument("--save", help="also write the JSON result to this file (for `dgxops report --run`)")
     p_run.set_defaults(func=cmd_run)
 
     p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
@@ -271,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     playbook_args(p_report, playbook=False)
     p_report.add_argument("--format", choices=["md", "html"], default="md")
     p_report.add_argument("--output", "-o")
+    p_report.add_argument("--html", help="also write the report as a self-contained HTML page to this file")
     p_report.add_argument("--run", action="append", help="LABEL=RESULT.json from `dgxops run --json`, shown in the report")
     p_report.set_defaults(func=cmd_report)
     return parser

@@ -110,8 +110,11 @@ def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, di
             md += ["- `%s` %s: %s" % (f["host"], f["task"], (f["msg"] or "").strip().splitlines()[0] if f["msg"] else "")
                    for f in run["failures"]]
         if run.get("changed_tasks"):
-            md += ["", "Changes:", ""]
-            md += ["- `%s` %s" % (c["host"], c["task"]) for c in run["changed_tasks"][:200]]
+            by_task: dict[str, list[str]] = {}
+            for c in run["changed_tasks"]:
+                by_task.setdefault(c["task"], []).append(c["host"])
+            md += ["", "Changes (task: hosts):", ""]
+            md += ["- %s: %s" % (task, ", ".join("`%s`" % h for h in sorted(hosts))) for task, hosts in by_task.items()]
         md.append("")
     return "\n".join(md)
 

@@ -103,7 +103,7 @@ class RunResult:
 class Progress:
     """One thing worth telling a person while a run goes on."""
 
-    kind: str  # play, task, ok, changed, failed, unreachable, skipped
+    kind: str  # play, task, ok, changed, failed, unreachable, skipped, end
     text: str
     host: str | None = None
 
@@ -226,6 +226,8 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
     collector = _Collector(progress)
     try:
         runner = ansible_runner.run(event_handler=collector, **build_runner_kwargs(spec, private))
+        if progress:
+            progress(Progress("end", ""))
         stats = runner.stats or {}
         hosts: dict[str, dict[str, int]] = {}
         for key in HOST_STATS:
@@ -242,12 +244,42 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
             shutil.rmtree(private, ignore_errors=True)
 
 
-def print_progress(event: Progress, stream=sys.stdout) -> None:
-    """A compact progress printer for terminals and CI logs."""
-    if event.kind == "play":
-        stream.write("\nPLAY %s\n" % event.text)
-    elif event.kind == "task":
-        stream.write("  TASK %s\n" % event.text)
-    elif event.kind in ("changed", "failed", "unreachable"):
-        stream.write("    %-11s %s\n" % (event.kind, event.host))
-    stream.flush()
+class ProgressPrinter:
+    """Compact progress for terminals and CI logs: one line per task when it is done, with
+    how many hosts answered and how; every change, failure and unreachable host by name."""
+
+    MARKS = {"ok": ".", "changed": "c", "skipped": "s", "failed": "F", "unreachable": "U"}
+
+    def __init__(self, stream=sys.stdout):
+        self.stream = stream
+        self.task = None
+        self.counts: dict[str, int] = {}
+        self.notable: list[str] = []
+        self.number = 0
+
+    def _flush(self):
+        if self.task is None:
+            return
+        bar = "".join(self.MARKS[k] * v for k, v in self.counts.items())
+        summary = " ".join("%s=%d" % (k, v) for k, v in self.counts.items() if v)
+        self.stream.write("  [%3d] %-58s %-12s %s\n" % (self.number, self.task[:58], bar[:12], summary or "no hosts"))
+        for line in self.notable:
+            self.stream.write("        %s\n" % line)
+        self.stream.flush()
+        self.task = None
+
+    def __call__(self, event: Progress) -> None:
+        if event.kind == "play":
+            self._flush()
+            self.stream.write("\nPLAY %s\n" % event.text)
+        elif event.kind == "task":
+            self._flush()
+            self.number += 1
+            self.task, self.counts, self.notable = event.text, {k: 0 for k in self.MARKS}, []
+        elif event.kind in self.MARKS:
+            self.counts[event.kind] = self.counts.get(event.kind, 0) + 1
+            if event.kind in ("changed", "failed", "unreachable"):
+                self.notable.append("%s: %s" % (event.kind, event.host))
+        elif event.kind == "end":
+            self._flush()
+

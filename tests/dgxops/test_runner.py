@@ -81,3 +81,22 @@ def test_second_run_is_reported_unchanged(tmp_path):
     assert first.ok and first.changed == 1
     assert second.ok and second.changed == 0
     assert second.summary().startswith("HOST")
+
+
+def test_progress_printer_one_line_per_task():
+    import io
+
+    from dgxops.runner import Progress, ProgressPrinter
+
+    out = io.StringIO()
+    printer = ProgressPrinter(out)
+    for event in [Progress("play", "Site"), Progress("task", "Render"), Progress("ok", "Render", "a"),
+                  Progress("changed", "Render", "b"), Progress("task", "Check"), Progress("failed", "Check", "b"),
+                  Progress("end", "")]:
+        printer(event)
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "PLAY Site"
+    assert lines[2].split()[:3] == ["[", "1]", "Render"] and lines[2].rstrip().endswith("ok=1 changed=1")
+    assert lines[3].strip() == "changed: b"
+    assert "[  2] Check" in lines[4] and lines[4].rstrip().endswith("failed=1")
+    assert lines[5].strip() == "failed: b"

@@ -44,7 +44,7 @@ SYSTEMD_RUN_FLAGS = [
 ]
 
 DEFAULT_FLEET = "dgxsim"
-DEFAULT_LAYOUT = "dgx-h100=2,dgx-h200=1,dgx-a100-80gb=1,dgx-spark=1"
+DEFAULT_LAYOUT = "dgx-a100-80gb=2,dgx-h100=1,dgx-spark=1"
 
 
 @dataclass
