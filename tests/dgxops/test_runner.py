@@ -100,3 +100,18 @@ def test_progress_printer_one_line_per_task():
     assert lines[3].strip() == "changed: b"
     assert "[  2] Check" in lines[4] and lines[4].rstrip().endswith("failed=1")
     assert lines[5].strip() == "failed: b"
+
+
+def test_strategy_selection(monkeypatch):
+    monkeypatch.setattr(runner, "mitogen_strategy_dir", lambda: "/x/ansible_mitogen/plugins/strategy")
+    assert runner.strategy_env("auto") == {"ANSIBLE_STRATEGY_PLUGINS": "/x/ansible_mitogen/plugins/strategy",
+                                           "ANSIBLE_STRATEGY": "mitogen_linear"}
+    assert runner.strategy_env("linear") == {}
+    monkeypatch.setattr(runner, "mitogen_strategy_dir", lambda: None)
+    assert runner.strategy_env("auto") == {}
+    import pytest
+
+    with pytest.raises(ValueError, match="mitogen is not installed"):
+        runner.strategy_env("mitogen")
+    with pytest.raises(ValueError, match="strategy must be"):
+        runner.strategy_env("fast")

@@ -50,14 +50,14 @@ def test_facts_json_lists_every_nodes_gpus(sim_fleet):
     assert len(data["rows"]) == 17
 
 
-def test_report_markdown(sim_fleet, tmp_path):
+def test_report_html(sim_fleet, tmp_path):
     _fleet, nodes, inventory = sim_fleet
     out = tmp_path / "report.html"
     proc = cli("report", "-i", inventory, "--format", "html", "--output", str(out), "--json")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     page = out.read_text()
     for node in nodes:
-        assert "<td>%s</td>" % node.name in page
+        assert ">%s</td>" % node.name in page
     assert json.loads(proc.stdout)["output"] == str(out)
 
 
@@ -73,15 +73,21 @@ def test_unreachable_host_is_reported_and_others_finish(sim_fleet, tmp_path):
     - name: First step
       ansible.builtin.command: "true"
       changed_when: false
+    - name: Wait a moment
+      ansible.builtin.pause:
+        seconds: 4
     - name: Second step
       ansible.builtin.command: "true"
       changed_when: false
 """)
     stopped = threading.Event()
+    second_ok = set()
 
     def progress(event):
-        # stop one node between the two tasks: it must be reported, the others must finish
-        if event.kind == "task" and event.text == "Second step" and not stopped.is_set():
+        if event.kind == "ok" and event.text == "Second step":
+            second_ok.add(event.host)
+        # stop one node between the two steps: it must be reported, the others must finish
+        if event.kind == "task" and event.text == "Wait a moment" and not stopped.is_set():
             subprocess.run(["/usr/bin/docker", "stop", "-t", "0", victim], capture_output=True, check=False)
             stopped.set()
 
@@ -91,8 +97,9 @@ def test_unreachable_host_is_reported_and_others_finish(sim_fleet, tmp_path):
         assert not result.ok
         assert [f.host for f in result.failures] == [victim]
         others = [n.name for n in nodes if n.name != victim]
+        assert second_ok == set(others)
         for host in others:
-            assert result.hosts[host]["ok"] == 2 and result.hosts[host]["failures"] == 0
+            assert result.hosts[host]["failures"] == 0 and result.hosts[host]["dark"] == 0
         assert result.hosts[victim]["dark"] + result.hosts[victim]["failures"] == 1
     finally:
         subprocess.run(["/usr/bin/docker", "start", victim], capture_output=True, check=False)
