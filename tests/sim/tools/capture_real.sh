@@ -1,9 +1,12 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # Capture READ-ONLY nvidia-smi output from a real GPU machine, in the same
 # "# $ nvidia-smi ..." section format as tests/fixtures/nvidia-smi/public/.
 # Queries only: this script never runs a setter (-pm -pl -ac -rac -lgc -rgc -c -e -r -mig,
 # mig -cgi/-dgi/-cci/-dci).  Usage: capture_real.sh OUTFILE
-out=${1:?outfile}
+out=${1:?usage: capture_real.sh OUTFILE}
+case "$out" in
+  -*) echo "usage: capture_real.sh OUTFILE (got option $out: is something running this as an inventory script?)" >&2; exit 2 ;;
+esac
 export LC_ALL=C
 sec() {
   { echo "################################################################################"
