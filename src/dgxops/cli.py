@@ -12,6 +12,7 @@
     dgxops facts [-i INV]                  fleet GPU table (nodes x GPUs)
     dgxops doctor [-i INV]                 the driver doctor on every node
     dgxops report [-i INV] [--format md|html] [--output FILE] [--run LABEL=RESULT.json ...]
+    dgxops advise --prometheus URL | --metrics-file FILE [--json]   findings and fixes per host
 
 Every command takes --json for machine-readable output. Exit codes: 0 success; 1 a task
 failed; 2 bad usage; 3 a host was unreachable (and none failed); 4 environment error (no
@@ -220,6 +221,29 @@ def cmd_report(args) -> int:
     return _exit_code(result)
 
 
+def cmd_advise(args) -> int:
+    from dgxops import advise
+
+    if args.emit_rules:
+        sys.stdout.write(advise.rules_yaml())
+        return EXIT_OK
+    if bool(args.prometheus) == bool(args.metrics_file):
+        print("dgxops advise: give one of --prometheus URL or --metrics-file FILE", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = (advise.advise_prometheus(args.prometheus, timeout=args.timeout) if args.prometheus
+                  else advise.advise_metrics_file(args.metrics_file, default_host=args.host))
+    except (advise.AdviseError, ValueError) as exc:
+        print("dgxops advise: %s" % exc, file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) or "loopback" in str(exc) else EXIT_ENV
+    print(json.dumps(result.as_dict(), indent=2) if args.json else result.text())
+    order = list(advise.SEVERITIES)
+    worst = result.worst()
+    if args.fail_on != "never" and worst is not None and order.index(worst) >= order.index(args.fail_on):
+        return EXIT_FAILED
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgxops", description="Provision and tune DGX fleets with the dgxops.fleet collection.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -284,6 +308,17 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("--html", help="also write the report as a self-contained HTML page to this file")
     p_report.add_argument("--run", action="append", help="LABEL=RESULT.json from `dgxops run --json`, shown in the report")
     p_report.set_defaults(func=cmd_report)
+
+    p_advise = sub.add_parser("advise", help="bottleneck advisor: findings and fixes per host from Prometheus or a metrics file")
+    p_advise.add_argument("--prometheus", help="Prometheus base URL on the loopback, e.g. http://127.0.0.1:9090")
+    p_advise.add_argument("--metrics-file", help="one scrape of an exporter (Prometheus text format)")
+    p_advise.add_argument("--host", help="host name for series without a host/Hostname label (--metrics-file)")
+    p_advise.add_argument("--timeout", type=float, default=10.0, help="seconds per Prometheus query (default %(default)s)")
+    p_advise.add_argument("--fail-on", choices=["never", "info", "warning", "critical"], default="never",
+                          help="exit 1 when a finding of this severity or worse exists (default %(default)s)")
+    p_advise.add_argument("--emit-rules", action="store_true", help="print the Prometheus rules file and exit")
+    p_advise.add_argument("--json", action="store_true", help="machine-readable output")
+    p_advise.set_defaults(func=cmd_advise)
     return parser
 
 

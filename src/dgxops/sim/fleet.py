@@ -213,7 +213,7 @@ class SimFleet:
         import yaml  # controller-side dependency, imported late to keep the module light
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("# Written by `dgxops sim up` for fleet %s; regenerated on every up.\n" % self.name
+        path.write_text("---\n# Written by `dgxops sim up` for fleet %s; regenerated on every up.\n" % self.name
                         + yaml.safe_dump(self.inventory(), sort_keys=True))
         return path
 

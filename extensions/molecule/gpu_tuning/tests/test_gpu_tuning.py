@@ -12,6 +12,9 @@ import tempfile
 import pytest
 
 UNIT = "dgxops-gpu-tuning.service"
+DROPIN_DIR = "/etc/systemd/system/nvidia-persistenced.service.d"
+DROPIN = DROPIN_DIR + "/dgxops.conf"  # owned by nvidia_driver (tasks_from: persistenced)
+OLD_DROPIN = DROPIN_DIR + "/dgxops-persistence-mode.conf"  # written by gpu_tuning before
 SCENARIO = os.path.join(os.path.dirname(__file__), "..")
 
 
@@ -75,18 +78,106 @@ def test_boot_unit_is_enabled_and_ordered(host):
     assert host.file("/etc/systemd/system/%s" % UNIT).mode == 0o644
 
 
+def execstart_dropins(host):
+    """Drop-ins of nvidia-persistenced.service that set a non-empty ExecStart.
+
+    Two sources: every *.conf in the /etc drop-in directory, and every drop-in systemd itself
+    loaded (DropInPaths, which also covers /run and /usr/lib). Both must agree.
+    """
+    listed = host.run("ls -1 %s/*.conf" % DROPIN_DIR).stdout.split()
+    loaded = host.check_output("systemctl show -p DropInPaths --value nvidia-persistenced.service").split()
+    found = set()
+    for path in set(listed) | set(loaded):
+        lines = host.file(path).content_string.splitlines()
+        if any(line.startswith("ExecStart=") and line.strip() != "ExecStart=" for line in lines):
+            found.add(path)
+    return found, sorted(loaded)
+
+
+def persistenced_argv(host):
+    """The argv systemd runs for nvidia-persistenced (after every drop-in is applied)."""
+    out = host.check_output("systemctl show -p ExecStart --value nvidia-persistenced.service")
+    return out.split("argv[]=", 1)[1].split(" ;", 1)[0].split()
+
+
 def test_persistence_method_matches_the_node(host):
-    dropin = host.file("/etc/systemd/system/nvidia-persistenced.service.d/dgxops-persistence-mode.conf")
+    dropin = host.file(DROPIN)
     script = host.file("/usr/local/libexec/dgxops/gpu-tuning-apply").content_string
+    assert not host.file(OLD_DROPIN).exists
     if name_of(host) == "gpu-h100":
         assert dropin.exists
-        assert "--persistence-mode" in dropin.content_string
+        assert dropin.mode == 0o644
+        # the nvidia_driver role's drop-in (tasks_from: persistenced), not a gpu_tuning one
+        assert "Managed by Ansible: dgxops.fleet.nvidia_driver" in dropin.content_string
+        assert persistenced_argv(host) == [
+            "/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced", "--persistence-mode", "--verbose"]
+        # only ONE drop-in replaces ExecStart: a second would win or lose by file name, silently
+        found, loaded = execstart_dropins(host)
+        assert found == {DROPIN}
+        assert loaded == [DROPIN]
         assert host.service("nvidia-persistenced").is_running
         assert " -pm " not in script  # the daemon keeps persistence, not the deprecated flag
         assert "Wants=nvidia-persistenced.service" in host.file("/etc/systemd/system/%s" % UNIT).content_string
     else:
         assert not dropin.exists
         assert " -pm 1" in script
+
+
+def test_upgrade_removes_the_old_gpu_tuning_dropin(host):
+    """A node converged by the earlier gpu_tuning (its own drop-in, here from a run with persistence
+    off) ends with the one nvidia_driver drop-in and the daemon restarted with it."""
+    if name_of(host) != "gpu-h100":
+        pytest.skip("the daemon node")
+    host.check_output("rm -f %s" % DROPIN)
+    host.check_output(
+        "printf '[Service]\\nExecStart=\\nExecStart=/usr/bin/nvidia-persistenced --no-persistence-mode --verbose\\n'"
+        " > %s" % OLD_DROPIN)
+    host.check_output("systemctl daemon-reload && systemctl restart nvidia-persistenced.service")
+    assert persistenced_argv(host)[1] == "--no-persistence-mode"  # the old drop-in is in effect
+    assert {g["persistence_mode"] for g in sim_state(host)["gpus"]} == {False}
+    first = run_playbook("converge.yml", "gpu-h100")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert not host.file(OLD_DROPIN).exists
+    found, loaded = execstart_dropins(host)
+    assert found == {DROPIN} and loaded == [DROPIN]
+    assert "--persistence-mode" in persistenced_argv(host)
+    assert host.service("nvidia-persistenced").is_running
+    expect_h100(sim_state(host))  # the daemon was restarted before the GPUs were read
+    second = run_playbook("converge.yml", "gpu-h100")
+    assert second.returncode == 0, second.stdout
+    assert "changed=0" in second.stdout
+
+
+def test_persistence_off_goes_through_the_same_dropin(host):
+    """gpu_tuning_persistence_mode: false renders --no-persistence-mode into the one drop-in
+    (before, the driver role's --persistence-mode drop-in could win); then back to on."""
+    if name_of(host) != "gpu-h100":
+        pytest.skip("the daemon node")
+    try:
+        off = run_playbook("converge.yml", "gpu-h100", {"gpu_tuning_persistence_mode": False})
+        assert off.returncode == 0, off.stdout + off.stderr
+        assert persistenced_argv(host) == [
+            "/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced", "--no-persistence-mode", "--verbose"]
+        assert execstart_dropins(host)[0] == {DROPIN}
+        assert {g["persistence_mode"] for g in sim_state(host)["gpus"]} == {False}
+    finally:
+        on = run_playbook("converge.yml", "gpu-h100")
+    assert on.returncode == 0, on.stdout + on.stderr
+    assert "--persistence-mode" in persistenced_argv(host)
+    expect_h100(sim_state(host))
+
+
+def test_conflicting_driver_setting_fails_before_any_change(host):
+    """Both roles write the one drop-in: different values for the host fail before a change."""
+    if name_of(host) != "gpu-h100":
+        pytest.skip("the daemon node")
+    before = host.check_output("md5sum %s /var/lib/dgxops-sim/state.json" % DROPIN)
+    proc = run_playbook("converge.yml", "gpu-h100",
+                        {"gpu_tuning_persistence_mode": False, "nvidia_driver_persistence_mode": True})
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "nvidia_driver_persistence_mode" in output and "allowed" in output
+    assert host.check_output("md5sum %s /var/lib/dgxops-sim/state.json" % DROPIN) == before
 
 
 def test_reboot_restores_the_declared_state(host):

@@ -33,6 +33,8 @@ OPEN_580 = {
 }
 UNRELATED = {"dgxops-canary": "1.0-1", "nvidia-container-toolkit": "1.17.8-1"}
 HERE = os.path.dirname(os.path.abspath(__file__))
+DROPIN_DIR = "/etc/systemd/system/nvidia-persistenced.service.d"
+DROPIN = DROPIN_DIR + "/dgxops.conf"  # the only drop-in replacing ExecStart (shared with gpu_tuning)
 
 
 def dpkg_state(host):
@@ -53,9 +55,9 @@ def holds(host):
     return sorted(host.check_output("apt-mark showhold").split())
 
 
-def run_role(extra, check=False):
+def run_role(extra, check=False, playbook="run_role.yml"):
     cmd = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-           os.path.join(HERE, "..", "run_role.yml"), "-e", json.dumps(extra)]
+           os.path.join(HERE, "..", playbook), "-e", json.dumps(extra)]
     if check:
         cmd.append("--check")
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
@@ -146,6 +148,69 @@ def test_persistenced_runs_with_persistence_mode(host):
         assert args[args.index("--user") + 1] == "nvidia-persistenced"
     finally:
         host.run("systemctl stop nvidia-persistenced")
+
+
+def execstart_dropins(host):
+    """Drop-ins of nvidia-persistenced.service setting a non-empty ExecStart: every *.conf in the
+    /etc drop-in directory plus every drop-in systemd loaded (DropInPaths)."""
+    listed = host.run("ls -1 %s/*.conf" % DROPIN_DIR).stdout.split()
+    loaded = host.check_output("systemctl show -p DropInPaths --value nvidia-persistenced.service").split()
+    found = set()
+    for path in set(listed) | set(loaded):
+        lines = host.file(path).content_string.splitlines()
+        if any(line.startswith("ExecStart=") and line.strip() != "ExecStart=" for line in lines):
+            found.add(path)
+    return found
+
+
+def test_persistenced_has_one_managed_dropin(host):
+    dropin = host.file(DROPIN)
+    assert dropin.mode == 0o644
+    assert dropin.content_string.startswith("# Managed by Ansible: dgxops.fleet.nvidia_driver")
+    assert "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose" \
+        in dropin.content_string.splitlines()
+    assert execstart_dropins(host) == {DROPIN}
+    # auto: no driver is loaded in the container, so the role enabled the daemon without starting it
+    assert not host.file("/proc/driver/nvidia/version").exists
+    assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "inactive"
+
+
+def test_persistenced_entry_point_parameters(host):
+    """tasks_from: persistenced as gpu_tuning calls it: mode off, no --user, started although no
+    driver is loaded; the same drop-in file, no second one; idempotent; then back to defaults."""
+    extra = {"nvidia_driver_persistence_mode": False, "nvidia_driver_persistenced_user": "",
+             "nvidia_driver_persistenced_state": "started"}
+    try:
+        first = run_role(extra, playbook="run_persistenced.yml")
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
+        # the running daemon got the new arguments (drop-in written, systemd reloaded, restarted);
+        # Type=simple: systemctl returns before the stand-in has written them
+        host.run("for i in $(seq 50); do [ -s /run/nvidia-persistenced/args ] && break; sleep 0.1; done")
+        args = host.file("/run/nvidia-persistenced/args").content_string.split()
+        assert args == ["--no-persistence-mode", "--verbose"]
+        assert execstart_dropins(host) == {DROPIN}
+        again = run_role(extra, playbook="run_persistenced.yml")
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert recap_changed(again.stdout) == 0
+    finally:
+        back = run_role({}, playbook="run_persistenced.yml")
+        host.run("systemctl stop nvidia-persistenced")
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert "--persistence-mode --verbose" in host.file(DROPIN).content_string
+    assert execstart_dropins(host) == {DROPIN}
+
+
+def test_persistenced_entry_point_refuses_bad_values(host):
+    before = host.check_output("md5sum %s" % DROPIN)
+    for extra, variable in (({"nvidia_driver_persistenced_path": "bin/nvidia-persistenced"},
+                             "nvidia_driver_persistenced_path"),
+                            ({"nvidia_driver_persistenced_user": "a b"}, "nvidia_driver_persistenced_user"),
+                            ({"nvidia_driver_persistenced_state": "stopped"}, "nvidia_driver_persistenced_state")):
+        proc = run_role(extra, playbook="run_persistenced.yml")
+        assert proc.returncode != 0
+        assert variable in proc.stdout
+        assert host.check_output("md5sum %s" % DROPIN) == before
 
 
 def test_fabricmanager_enabled(host):

@@ -73,7 +73,13 @@ def run(capsys, args, check=False, diff=False):
     with patch_module_args(margs):
         with pytest.raises(SystemExit):
             nvidia_mig.main()
-    return json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    res = json.loads(captured.out)
+    # Once controller-side Ansible code has been imported in this process (another test file
+    # importing a filter plugin does), module warnings go to the display (stderr) instead of
+    # the result: keep them so the assertions see them either way.
+    res["_stderr"] = captured.err
+    return res
 
 
 def warnings_of(res):
@@ -81,6 +87,7 @@ def warnings_of(res):
     out = []
     for w in res.get("warnings", []):
         out.append(w.get("msg", w.get("message", json.dumps(w))) if isinstance(w, dict) else w)
+    out.extend(line for line in res.get("_stderr", "").splitlines() if "WARNING" in line)
     return out
 
 
