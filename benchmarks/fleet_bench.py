@@ -2,14 +2,17 @@
 """Fleet benchmark: how long site.yml takes on N simulated nodes, and how close an idempotent
 rerun gets to the floor of the same number of trivial tasks.
 
-For each N (default 1 4 16 32) it starts a fleet of simulated nodes, then times:
+For each N (default 1 4 16 32) it starts a fleet of simulated nodes, then times, with the
+shipped setup (ansible.cfg + the mitogen strategy the dgxops wrapper selects when mitogen is
+installed):
   converge    first run of the playbook (the fleet is fresh)
   rerun       second run (idempotent: changed=0 expected)
   floor       a playbook with as many trivial tasks (ansible.builtin.ping) per host as the
               rerun executed, through the same connection, strategy and config
-  defaults    the rerun again with Ansible's defaults (no ansible.cfg: no pipelining, forks 5)
-and prints the figures and ratios (rerun/floor, defaults/rerun). Results also go to a JSON
-file. Run on demand (not part of the tests):
+and for comparison the rerun and the floor with the plain fallback (ansible.cfg, linear
+strategy), and the rerun with Ansible's defaults (an empty config: no pipelining, 5 forks,
+linear). It prints the figures and ratios and writes them to a JSON file. Run on demand (not
+part of the tests):
 
     .venv/bin/python benchmarks/fleet_bench.py --sizes 1 4 16 --playbook site.yml
 """
@@ -29,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from dgxops.runner import strategy_env  # noqa: E402
 from dgxops.sim.fleet import SimFleet, parse_layout  # noqa: E402
 
 
@@ -69,6 +73,8 @@ def main() -> int:
     parser.add_argument("--playbook", default="site.yml")
     parser.add_argument("--model", default="dgx-h100")
     parser.add_argument("--skip-defaults", action="store_true", help="skip the slow run with Ansible defaults")
+    parser.add_argument("--strategy", default="auto", choices=["auto", "linear", "mitogen"],
+                        help="the shipped strategy (auto: mitogen when installed, as the dgxops wrapper does)")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "fleet_bench.json"))
     args = parser.parse_args()
 
@@ -89,19 +95,25 @@ def main() -> int:
                     link = Path(tmp) / "group_vars"
                     if not link.exists():
                         link.symlink_to(group_vars)
-                converge, _ = ansible_playbook(args.playbook, inv, shipped)
-                rerun, recap = ansible_playbook(args.playbook, inv, shipped)
+                fast = strategy_env(args.strategy)
+                converge, _ = ansible_playbook(args.playbook, inv, shipped, fast)
+                rerun, recap = ansible_playbook(args.playbook, inv, shipped, fast)
                 changed = sum(r.get("changed", 0) for r in recap.values())
                 per_host = max(r.get("ok", 0) + r.get("changed", 0) + r.get("failed", 0) for r in recap.values())
-                floor, _ = ansible_playbook(str(floor_playbook(per_host, Path(tmp) / "floor.yml")), inv, shipped)
+                floor_pb = str(floor_playbook(per_host, Path(tmp) / "floor.yml"))
+                floor, _ = ansible_playbook(floor_pb, inv, shipped, fast)
+                rerun_plain, _ = ansible_playbook(args.playbook, inv, shipped)
+                floor_plain, _ = ansible_playbook(floor_pb, inv, shipped)
                 defaults = None
                 if not args.skip_defaults:
                     empty = Path(tmp) / "ansible-defaults.cfg"
                     empty.write_text("# Ansible's own defaults: no pipelining, 5 forks, linear strategy\n[defaults]\n")
                     defaults, _ = ansible_playbook(args.playbook, inv, empty)
-                row = {"nodes": n, "start_s": round(start_s, 1), "converge_s": round(converge, 1),
-                       "rerun_s": round(rerun, 1), "rerun_changed": changed, "tasks_per_host": per_host,
-                       "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
+                row = {"nodes": n, "strategy": fast.get("ANSIBLE_STRATEGY", "linear"), "start_s": round(start_s, 1),
+                       "converge_s": round(converge, 1), "rerun_s": round(rerun, 1), "rerun_changed": changed,
+                       "tasks_per_host": per_host, "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
+                       "plain_rerun_s": round(rerun_plain, 1), "plain_floor_s": round(floor_plain, 1),
+                       "plain_rerun_over_floor": round(rerun_plain / floor_plain, 2),
                        "defaults_rerun_s": round(defaults, 1) if defaults else None,
                        "defaults_over_shipped": round(defaults / rerun, 2) if defaults else None}
                 results.append(row)
@@ -112,11 +124,13 @@ def main() -> int:
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     Path(args.output).write_text(json.dumps({"machine": machine, "playbook": args.playbook, "results": results}, indent=2))
     print()
-    print("%6s %8s %9s %7s %8s %7s %12s %10s %9s" % ("nodes", "start", "converge", "rerun", "changed", "floor",
-                                                     "rerun/floor", "defaults", "def/ship"))
+    print("%6s %9s %7s %8s %7s %12s | %11s %11s %12s | %10s %9s" % (
+        "nodes", "converge", "rerun", "changed", "floor", "rerun/floor", "plain rerun", "plain floor", "rerun/floor",
+        "defaults", "def/ship"))
     for r in results:
-        print("%6d %7.1fs %8.1fs %6.1fs %8d %6.1fs %12.2f %10s %9s" % (
-            r["nodes"], r["start_s"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["floor_s"], r["rerun_over_floor"],
+        print("%6d %8.1fs %6.1fs %8d %6.1fs %12.2f | %10.1fs %10.1fs %12.2f | %10s %9s" % (
+            r["nodes"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["floor_s"], r["rerun_over_floor"],
+            r["plain_rerun_s"], r["plain_floor_s"], r["plain_rerun_over_floor"],
             ("%.1fs" % r["defaults_rerun_s"]) if r["defaults_rerun_s"] else "-",
             ("%.2f" % r["defaults_over_shipped"]) if r["defaults_over_shipped"] else "-"))
     return 0
