@@ -54,9 +54,12 @@ done
 echo
 echo "################ summary"
 rc=0
+npass=0
+nfail=0
 for name in "${!result[@]}"; do
   printf '%-45s %-7s %5ss\n' "$name" "${result[$name]}" "${took[$name]}"
-  [ "${result[$name]}" = passed ] || rc=1
+  if [ "${result[$name]}" = passed ]; then npass=$((npass + 1)); else nfail=$((nfail + 1)); rc=1; fi
 done
 [ "$rc" -eq 0 ] && echo "all stages passed" || echo "some stages FAILED"
+echo "stages: $npass passed, $nfail failed"
 exit "$rc"
