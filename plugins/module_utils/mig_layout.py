@@ -409,26 +409,6 @@ def describe_instances(table, items):
 # Current state
 # ---------------------------------------------------------------------------
 
-_LCI_ROW = re.compile(
-    r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|\s*$")
-
-
-def parse_mig_lci(text):
-    """``nvidia-smi mig -lci`` -> ``[{gpu, gi_id, name, profile_id, ci_id, start, size}]``.
-
-    Adapter: ``nvidia_smi_parse`` has no ``-lci`` parser yet.
-    """
-    out = []
-    for line in (text or "").splitlines():
-        match = _LCI_ROW.match(line.rstrip())
-        if match:
-            out.append({"gpu": int(match.group(1)), "gi_id": int(match.group(2)),
-                        "name": match.group(3).lower(), "profile_id": int(match.group(4)),
-                        "ci_id": int(match.group(5)), "start": int(match.group(6)),
-                        "size": int(match.group(7))})
-    return out
-
-
 def ci_slices_of(ci_row, gi_profile_slices):
     """Compute slices of an existing CI (from its name, else its profile id)."""
     name = ci_row.get("name") or ""

@@ -593,6 +593,38 @@ def parse_mig_lgi(text):
 # -q (text) and -q -x (XML), normalised to the same per-GPU shape
 # ---------------------------------------------------------------------------
 
+_LCI_ROW = re.compile(
+    r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|\s*$")
+
+
+def parse_mig_lci(text):
+    """``nvidia-smi mig -lci`` -> ``[{gpu, gi_id, name, profile_id, ci_id, start, size}]``."""
+    out = []
+    for line in (text or "").splitlines():
+        match = _LCI_ROW.match(line.rstrip())
+        if match:
+            out.append({"gpu": int(match.group(1)), "gi_id": int(match.group(2)),
+                        "name": match.group(3).lower(), "profile_id": int(match.group(4)),
+                        "ci_id": int(match.group(5)), "start": int(match.group(6)),
+                        "size": int(match.group(7))})
+    return out
+
+
+_LCIP_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)(\*?)\s+\d+/\d+")
+
+
+def parse_mig_lcip(text):
+    """``nvidia-smi mig -lcip`` -> ``[{gpu, gi_id, name, id, preferred}]`` (``*`` marks the preferred one)."""
+    out = []
+    for line in (text or "").splitlines():
+        match = _LCIP_ROW.match(line)
+        if match:
+            out.append({"gpu": int(match.group(1)), "gi_id": int(match.group(2)),
+                        "name": match.group(3).lower(), "id": int(match.group(4)),
+                        "preferred": bool(match.group(5))})
+    return out
+
+
 _Q_KV = re.compile(r"^(\s*)(\S.*?)\s+:\s?(.*)$")
 
 

@@ -191,7 +191,6 @@ mig_devices:
 """
 
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -203,7 +202,6 @@ from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_par
 PERSISTENT_MIG_FAMILIES = ("a100", "a800", "a30")
 GPU_FIELDS = ("index", "uuid", "name", "pci.bus_id", "mig.mode.current", "mig.mode.pending")
 APP_FIELDS = ("gpu_uuid", "pid", "process_name")
-_LCIP_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)(\*?)\s+\d+/\d+")
 _EMPTY_MIG = ("No GPU instances found", "No compute instances found",
               nsp.MIG_NOT_ENABLED)
 
@@ -287,18 +285,13 @@ def read_tables(smi):
 def read_instances(smi):
     lgi = smi.run(["mig", "-lgi"], allow_empty=True)
     lci = smi.run(["mig", "-lci"], allow_empty=True)
-    return nsp.parse_mig_lgi(lgi), ml.parse_mig_lci(lci)
+    return nsp.parse_mig_lgi(lgi), nsp.parse_mig_lci(lci)
 
 
 def ci_profile_ids(smi, index, gi_id):
     """``{ci profile name: id}`` offered by one GI (``-lcip``)."""
     out = smi.run(["mig", "-i", str(index), "-lcip", "-gi", str(gi_id)], allow_empty=True)
-    ids = {}
-    for line in out.splitlines():
-        match = _LCIP_ROW.match(line)
-        if match and int(match.group(2)) == gi_id:
-            ids[match.group(3).lower()] = int(match.group(4))
-    return ids
+    return {row["name"]: row["id"] for row in nsp.parse_mig_lcip(out) if row["gi_id"] == gi_id}
 
 
 def persistent_mig(gpu):

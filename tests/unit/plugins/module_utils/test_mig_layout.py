@@ -423,7 +423,7 @@ LGI = """\
 
 
 def test_current_instances_from_lgi_and_lci():
-    lci = ml.parse_mig_lci(LCI)
+    lci = nsp.parse_mig_lci(LCI)
     assert lci[1] == {"gpu": 0, "gi_id": 1, "name": "2c.3g.20gb", "profile_id": 1, "ci_id": 1,
                       "start": 1, "size": 2}
     cur = ml.current_instances(nsp.parse_mig_lgi(LGI), lci, 0)

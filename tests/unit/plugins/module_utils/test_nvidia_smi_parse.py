@@ -648,3 +648,31 @@ def test_nvswitch_pci_detection():
     real = [(ln.split()[0], "0x10de", ln.split()[1]) for ln in body.splitlines() if ln.strip()]
     assert real == [("0000:00:06.0", "0x10de", "0x030200")]
     assert P.nvswitch_pci_devices(real) == []
+
+
+LCIP_A100_3G = """\
++--------------------------------------------------------------------------------------+
+| Compute instance profiles:                                                           |
+| GPU     GPU       Name             Profile  Instances   Exclusive       Shared       |
+|       Instance                       ID     Free/Total     SM       DEC   ENC   OFA  |
+|         ID                                                          CE    JPEG       |
+|======================================================================================|
+|   0      1       MIG 1c.3g.20gb       0      3/3           14        2     0     0   |
+|                                                                      3     0        |
++--------------------------------------------------------------------------------------+
+|   0      1       MIG 2c.3g.20gb       1      1/1           28        2     0     0   |
+|                                                                      3     0        |
++--------------------------------------------------------------------------------------+
+|   0      1       MIG 3g.20gb          2*     1/1           42        2     0     0   |
+|                                                                      3     0        |
++--------------------------------------------------------------------------------------+
+"""
+
+
+def test_parse_mig_lcip_and_lci():
+    rows = P.parse_mig_lcip(LCIP_A100_3G)
+    assert [(r["gpu"], r["gi_id"], r["name"], r["id"], r["preferred"]) for r in rows] == [
+        (0, 1, "1c.3g.20gb", 0, False), (0, 1, "2c.3g.20gb", 1, False), (0, 1, "3g.20gb", 2, True)]
+    lci = P.parse_mig_lci("|    0      1       MIG 3g.20gb          2        0          0:3     |\n")
+    assert lci == [{"gpu": 0, "gi_id": 1, "name": "3g.20gb", "profile_id": 2, "ci_id": 0, "start": 0, "size": 3}]
+    assert P.parse_mig_lcip("") == [] and P.parse_mig_lci(None) == []
