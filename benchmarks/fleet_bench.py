@@ -7,8 +7,14 @@ shipped setup (ansible.cfg + the mitogen strategy the dgxops wrapper selects whe
 installed):
   converge    first run of the playbook (the fleet is fresh)
   rerun       second run (idempotent: changed=0 expected)
-  floor       a playbook with as many trivial tasks (ansible.builtin.ping) per host as the
-              rerun executed, through the same connection, strategy and config
+  floor       a playbook of trivial tasks that mirrors what the rerun executed on each host,
+              task for task, through the same connection, strategy and config: a task that ran
+              on the node becomes ansible.builtin.ping, a controller-side one (set_fact,
+              include_*, validation, assert) a set_fact or an include of an empty file, and a
+              skipped one a skipped debug. So the floor is Ansible's own per-task cost for the
+              same number and kind of tasks, and rerun/floor is what the roles' work adds.
+  ping floor  the older, cruder floor: one ping per task that ran (ok or changed), skipped
+              tasks left out (reported for comparison)
 and for comparison the rerun and the floor with the plain fallback (ansible.cfg, linear
 strategy), and the rerun with Ansible's defaults (an empty config: no pipelining, 5 forks,
 linear). It prints the figures and ratios and writes them to a JSON file. Run on demand (not
@@ -36,33 +42,101 @@ from dgxops.runner import strategy_env  # noqa: E402
 from dgxops.sim.fleet import SimFleet, parse_layout  # noqa: E402
 
 
-def ansible_playbook(playbook: str, inventory: Path, config: Path, extra_env: dict | None = None) -> tuple[float, dict]:
+# actions that run on the controller only (no round trip to the node)
+CONTROLLER_ACTIONS = {
+    "set_fact", "include_tasks", "include_role", "import_tasks", "import_role", "include_vars",
+    "validate_argument_spec", "debug", "assert", "fail", "meta", "add_host", "group_by", "set_stats",
+    "dgxops.fleet.validate", "validate",
+}
+INCLUDES = {"include_tasks", "include_role"}
+
+
+def _short(action: str) -> str:
+    return action[len("ansible.builtin."):] if action.startswith("ansible.builtin.") else action
+
+
+def task_mix(json_stdout: str) -> list[str]:
+    """Per-task kinds ('remote', 'controller', 'include', 'skipped') of the first host, in order."""
+    data = json.loads(json_stdout[json_stdout.index("{"):])
+    kinds: list[str] = []
+    first_host = None
+    for play in data["plays"]:
+        for task in play["tasks"]:
+            if not task["hosts"]:
+                continue
+            if first_host is None:
+                first_host = sorted(task["hosts"])[0]
+            result = task["hosts"].get(first_host)
+            if result is None:
+                continue
+            action = _short(result.get("action") or "")
+            if result.get("skipped"):
+                kinds.append("skipped")
+            elif action in INCLUDES:
+                kinds.append("include")
+            elif action in CONTROLLER_ACTIONS:
+                kinds.append("controller")
+            else:
+                kinds.append("remote")
+    return kinds
+
+
+def ansible_playbook(
+    playbook: str, inventory: Path, config: Path, extra_env: dict | None = None, limit: str | None = None
+) -> tuple[float, dict, str]:
+    """Run a playbook with the JSON stdout callback; (seconds, recap, stdout).
+
+    Timed runs pass ANSIBLE_STDOUT_CALLBACK=ansible.builtin.default in extra_env: the JSON
+    callback keeps every result in memory and would slow the run it measures."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["ANSIBLE_NOCOLOR"] = "1"
     env["ANSIBLE_COLLECTIONS_PATH"] = str(ROOT / ".collections") + os.pathsep + env.get("ANSIBLE_COLLECTIONS_PATH", "")
     env["ANSIBLE_ROLES_PATH"] = str(ROOT / "roles")
     env["ANSIBLE_CONFIG"] = str(config)
+    env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
     env.update(extra_env or {})
     start = time.monotonic()
-    proc = subprocess.run(["ansible-playbook", "-i", str(inventory), playbook], cwd=ROOT, env=env,
+    argv = ["ansible-playbook", "-i", str(inventory), playbook] + (["--limit", limit] if limit else [])
+    proc = subprocess.run(argv, cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
-    recap = {}
-    for line in proc.stdout.splitlines():
-        if " : ok=" in line:
-            host, _sep, rest = line.partition(" : ")
-            recap[host.strip()] = {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-2000:])
         raise SystemExit("%s failed (rc %d)" % (playbook, proc.returncode))
-    return elapsed, recap
+    if env["ANSIBLE_STDOUT_CALLBACK"] != "ansible.posix.json":
+        recap = {}
+        for line in proc.stdout.splitlines():
+            if " : ok=" in line:
+                host, _sep, rest = line.partition(" : ")
+                recap[host.strip()] = {k: int(v) for k, v in (kv.split("=") for kv in rest.split())}
+        return elapsed, recap, proc.stdout
+    return elapsed, json.loads(proc.stdout[proc.stdout.index("{") :])["stats"], proc.stdout
 
 
-def floor_playbook(tasks_per_host: int, path: Path) -> Path:
-    lines = ["- name: No-op floor", "  hosts: dgx", "  gather_facts: false", "  become: true", "  tasks:"]
+def ping_floor_playbook(tasks_per_host: int, path: Path) -> Path:
+    lines = ["- name: Ping floor", "  hosts: dgx", "  gather_facts: false", "  become: true", "  tasks:"]
     for i in range(tasks_per_host):
         lines += ["    - name: Trivial task %d" % i, "      ansible.builtin.ping:"]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def floor_playbook(kinds: list[str], path: Path) -> Path:
+    """A playbook of trivial tasks of the same kinds, in the same order, as `kinds`."""
+    empty = path.with_name("floor-empty.yml")
+    empty.write_text("---\n[]\n")
+    lines = ["- name: No-op floor", "  hosts: dgx", "  gather_facts: false", "  become: true", "  tasks:"]
+    for i, kind in enumerate(kinds):
+        lines.append("    - name: Trivial task %d" % i)
+        if kind == "remote":
+            lines.append("      ansible.builtin.ping:")
+        elif kind == "controller":
+            lines += ["      ansible.builtin.set_fact:", "        __floor_%d: true" % i]
+        elif kind == "include":
+            lines.append("      ansible.builtin.include_tasks: %s" % empty.name)
+        else:
+            lines += ["      ansible.builtin.debug:", "        msg: skipped", "      when: false"]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -72,7 +146,10 @@ def main() -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 32])
     parser.add_argument("--playbook", default="site.yml")
     parser.add_argument("--model", default="dgx-h100")
-    parser.add_argument("--skip-defaults", action="store_true", help="skip the slow run with Ansible defaults")
+    parser.add_argument("--skip-defaults", action="store_true", help="skip the slow runs with Ansible defaults")
+    parser.add_argument("--skip-plain", action="store_true", help="skip the runs with the plain linear fallback")
+    parser.add_argument("--defaults-converge", action="store_true",
+                        help="also time a first converge with Ansible defaults (on a fresh fleet)")
     parser.add_argument("--strategy", default="auto", choices=["auto", "linear", "mitogen"],
                         help="the shipped strategy (auto: mitogen when installed, as the dgxops wrapper does)")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "fleet_bench.json"))
@@ -81,12 +158,15 @@ def main() -> int:
     results = []
     shipped = ROOT / "ansible.cfg"
     with tempfile.TemporaryDirectory(prefix="dgxops-bench-") as tmp:
+        empty_cfg = Path(tmp) / "ansible-defaults.cfg"
+        empty_cfg.write_text("# Ansible's own defaults: no pipelining, 5 forks, linear strategy\n[defaults]\n")
         for n in args.sizes:
             fleet = SimFleet("bench")
             fleet.down()
             try:
+                layout = parse_layout("%s=%d" % (args.model, n), fleet="bench")
                 t0 = time.monotonic()
-                fleet.up(parse_layout("%s=%d" % (args.model, n), fleet="bench"))
+                fleet.up(layout)
                 start_s = time.monotonic() - t0
                 inv = fleet.write_inventory(Path(tmp) / ("inv-%d.yml" % n))
                 # the simulated inventory's group_vars (e.g. storage paths) apply to the bench fleet too
@@ -95,27 +175,43 @@ def main() -> int:
                     link = Path(tmp) / "group_vars"
                     if not link.exists():
                         link.symlink_to(group_vars)
-                fast = strategy_env(args.strategy)
-                converge, _ = ansible_playbook(args.playbook, inv, shipped, fast)
-                rerun, recap = ansible_playbook(args.playbook, inv, shipped, fast)
-                changed = sum(r.get("changed", 0) for r in recap.values())
-                per_host = max(r.get("ok", 0) + r.get("changed", 0) + r.get("failed", 0) for r in recap.values())
-                floor_pb = str(floor_playbook(per_host, Path(tmp) / "floor.yml"))
-                floor, _ = ansible_playbook(floor_pb, inv, shipped, fast)
-                rerun_plain, _ = ansible_playbook(args.playbook, inv, shipped)
-                floor_plain, _ = ansible_playbook(floor_pb, inv, shipped)
-                defaults = None
+                fast = dict(strategy_env(args.strategy), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
+                plain = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}
+                row = {"nodes": n, "strategy": fast.get("ANSIBLE_STRATEGY", "linear"), "start_s": round(start_s, 1)}
+                converge, _, _ = ansible_playbook(args.playbook, inv, shipped, fast)
+                rerun, recap, _ = ansible_playbook(args.playbook, inv, shipped, fast)
+                # the kind of each task the rerun ran, from one more (untimed) run on one node
+                _, _, out = ansible_playbook(args.playbook, inv, shipped, dict(fast, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
+                                             limit=sorted(recap)[0])
+                kinds = task_mix(out)
+                row.update({"converge_s": round(converge, 1), "rerun_s": round(rerun, 1),
+                            "rerun_changed": sum(r.get("changed", 0) for r in recap.values()),
+                            "tasks_per_host": len(kinds),
+                            "task_kinds": {k: kinds.count(k) for k in ("remote", "controller", "include", "skipped")}})
+                floor_pb = str(floor_playbook(kinds, Path(tmp) / "floor.yml"))
+                floor, _, _ = ansible_playbook(floor_pb, inv, shipped, fast)
+                ran = max(r.get("ok", 0) + r.get("changed", 0) + r.get("failed", 0) for r in recap.values())
+                ping_pb = str(ping_floor_playbook(ran, Path(tmp) / "ping-floor.yml"))
+                ping_floor, _, _ = ansible_playbook(ping_pb, inv, shipped, fast)
+                row.update({"floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
+                            "ping_floor_tasks": ran, "ping_floor_s": round(ping_floor, 1),
+                            "rerun_over_ping_floor": round(rerun / ping_floor, 2)})
+                if not args.skip_plain:
+                    rerun_plain, _, _ = ansible_playbook(args.playbook, inv, shipped, plain)
+                    floor_plain, _, _ = ansible_playbook(floor_pb, inv, shipped, plain)
+                    row.update({"plain_rerun_s": round(rerun_plain, 1), "plain_floor_s": round(floor_plain, 1),
+                                "plain_rerun_over_floor": round(rerun_plain / floor_plain, 2)})
                 if not args.skip_defaults:
-                    empty = Path(tmp) / "ansible-defaults.cfg"
-                    empty.write_text("# Ansible's own defaults: no pipelining, 5 forks, linear strategy\n[defaults]\n")
-                    defaults, _ = ansible_playbook(args.playbook, inv, empty)
-                row = {"nodes": n, "strategy": fast.get("ANSIBLE_STRATEGY", "linear"), "start_s": round(start_s, 1),
-                       "converge_s": round(converge, 1), "rerun_s": round(rerun, 1), "rerun_changed": changed,
-                       "tasks_per_host": per_host, "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
-                       "plain_rerun_s": round(rerun_plain, 1), "plain_floor_s": round(floor_plain, 1),
-                       "plain_rerun_over_floor": round(rerun_plain / floor_plain, 2),
-                       "defaults_rerun_s": round(defaults, 1) if defaults else None,
-                       "defaults_over_shipped": round(defaults / rerun, 2) if defaults else None}
+                    defaults, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain)
+                    row.update({"defaults_rerun_s": round(defaults, 1),
+                                "defaults_over_shipped": round(defaults / rerun, 2)})
+                    if args.defaults_converge:
+                        fleet.down()
+                        fleet.up(layout)
+                        fleet.write_inventory(inv)
+                        d_converge, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain)
+                        row.update({"defaults_converge_s": round(d_converge, 1),
+                                    "defaults_converge_over_shipped": round(d_converge / converge, 2)})
                 results.append(row)
                 print(json.dumps(row), flush=True)
             finally:
@@ -124,15 +220,16 @@ def main() -> int:
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
     Path(args.output).write_text(json.dumps({"machine": machine, "playbook": args.playbook, "results": results}, indent=2))
     print()
-    print("%6s %9s %7s %8s %7s %12s | %11s %11s %12s | %10s %9s" % (
-        "nodes", "converge", "rerun", "changed", "floor", "rerun/floor", "plain rerun", "plain floor", "rerun/floor",
-        "defaults", "def/ship"))
+    cols = [("nodes", "nodes", "%d"), ("converge_s", "converge", "%.1f"), ("rerun_s", "rerun", "%.1f"),
+            ("rerun_changed", "changed", "%d"), ("floor_s", "floor", "%.1f"), ("rerun_over_floor", "rerun/floor", "%.2f"),
+            ("ping_floor_s", "ping floor", "%.1f"), ("rerun_over_ping_floor", "rerun/ping", "%.2f"),
+            ("plain_rerun_s", "plain rerun", "%.1f"), ("plain_floor_s", "plain floor", "%.1f"),
+            ("plain_rerun_over_floor", "plain r/f", "%.2f"), ("defaults_rerun_s", "defaults", "%.1f"),
+            ("defaults_over_shipped", "def/ship", "%.2f"), ("defaults_converge_s", "def conv", "%.1f"),
+            ("defaults_converge_over_shipped", "defconv/ship", "%.2f")]
+    print(" ".join("%12s" % title for _key, title, _fmt in cols))
     for r in results:
-        print("%6d %8.1fs %6.1fs %8d %6.1fs %12.2f | %10.1fs %10.1fs %12.2f | %10s %9s" % (
-            r["nodes"], r["converge_s"], r["rerun_s"], r["rerun_changed"], r["floor_s"], r["rerun_over_floor"],
-            r["plain_rerun_s"], r["plain_floor_s"], r["plain_rerun_over_floor"],
-            ("%.1fs" % r["defaults_rerun_s"]) if r["defaults_rerun_s"] else "-",
-            ("%.2f" % r["defaults_over_shipped"]) if r["defaults_over_shipped"] else "-"))
+        print(" ".join("%12s" % ((fmt % r[key]) if r.get(key) is not None else "-") for key, _title, fmt in cols))
     return 0
 
 
