@@ -10,7 +10,8 @@ Whether the profiles exist and fit is checked on the node against the GPU's own 
 module, before any GPU is changed.
 
 ``normalized``: ``layout`` (the resolved layout, as the module takes it), ``layout_name``,
-``stop_services`` (de-duplicated), and the scalar settings.
+``stop_services`` (de-duplicated), and the scalar settings; with ``mig_device_access`` in the
+config, ``device_access`` (see ``validate_mig_devices``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
+from ansible_collections.dgxops.fleet.plugins.module_utils import validate_mig_devices
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
 GPU_MODELS = ("a100-40gb", "a100-80gb", "h100", "h200")
@@ -97,6 +99,8 @@ def validate(config):
         "layout_name": chosen,
         "stop_services": stop,
     }
+    if "mig_device_access" in config or "mig_device_restrict_unassigned" in config:
+        result.normalized["device_access"] = validate_mig_devices.check(config, result)
     if layout is not None and not any(e["mig"] for e in layout) and config.get("mig_boot_unit"):
         result.warn("mig layout %s disables MIG on every GPU it selects; the boot unit will only keep "
                     "MIG disabled" % chosen)

@@ -14,11 +14,13 @@ Formats follow systemd.resource-control(5):
   backstop, so ``memory_high`` must not exceed ``memory_max``);
 * ``allowed_cpus`` / ``allowed_memory_nodes``: lists such as ``0-15,32-47`` (cpuset, cgroup v2
   only); ``numa_nodes``: NUMA node ids whose CPUs and memory the tenant gets (read on the node);
+  ``gpus``: GPU indexes whose CPU and NUMA affinity the tenant gets (from the facts or
+  ``tenant_isolation_gpu_affinity``, computed by ``validate_tenant_gpu_affinity`` on each host);
 * ``units``: services placed in the slice with a ``Slice=`` drop-in.
 
 ``normalized.tenants``: each tenant with ``slice``, ``properties`` (the ``[Slice]`` lines in
-order, ``Key=value``; the NUMA-derived ones are added on the node), ``numa_nodes`` and
-``v2_only`` (the settings that need cgroup v2).
+order, ``Key=value``; the NUMA- and GPU-derived ones are added per host), ``numa_nodes``, ``gpus``
+and ``v2_only`` (the settings that need cgroup v2).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -30,7 +32,7 @@ import re
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
 KEYS = ("name", "description", "cpu_quota", "cpu_weight", "memory_high", "memory_max",
-        "allowed_cpus", "allowed_memory_nodes", "numa_nodes", "tasks_max", "io_weight", "units")
+        "allowed_cpus", "allowed_memory_nodes", "numa_nodes", "gpus", "tasks_max", "io_weight", "units")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_]{0,30}$")
 _QUOTA = re.compile(r"^(\d+(?:\.\d+)?)%$")
 _BYTES = re.compile(r"^(\d+(?:\.\d+)?)([KMGT]?)$")
@@ -159,6 +161,19 @@ def validate(config):
             else:
                 props.append(("AllowedMemoryNodes", str(mems).replace(" ", "")))
                 v2_only.append("allowed_memory_nodes")
+        gpus = tenant.get("gpus")
+        gpu_list = []
+        if gpus is not None:
+            others = [k for k in ("allowed_cpus", "allowed_memory_nodes", "numa_nodes") if tenant.get(k) is not None]
+            if others:
+                result.error(var + ".gpus", gpus, "either gpus or %s, not both (gpus sets AllowedCPUs and "
+                             "AllowedMemoryNodes from the GPUs' affinity)" % " / ".join(others))
+            if not isinstance(gpus, list) or not gpus or not all(
+                    isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 64 for g in gpus):
+                result.error(var + ".gpus", gpus, "a non-empty list of GPU indexes such as [0, 1]")
+            else:
+                gpu_list = sorted(set(gpus))
+                v2_only.append("gpus")
         numa_nodes = []
         if numa is not None:
             if not isinstance(numa, list) or not numa or not all(
@@ -180,7 +195,8 @@ def validate(config):
             else:
                 placed[unit] = name
         out.append({"name": name, "slice": "tenant-%s.slice" % name, "description": desc,
-                    "properties": ["%s=%s" % kv for kv in props], "numa_nodes": numa_nodes, "v2_only": v2_only,
+                    "properties": ["%s=%s" % kv for kv in props], "numa_nodes": numa_nodes, "gpus": gpu_list,
+                    "v2_only": v2_only,
                     "units": [u for u in units if isinstance(u, str)]})
     result.normalized = {"tenants": out}
     return result

@@ -7,6 +7,7 @@ import socket
 import tempfile
 import uuid
 
+from . import caps
 from .models import DEFAULT_DRIVER, MODELS, bus_id
 
 STATE_VERSION = 1
@@ -201,3 +202,5 @@ def write_atomic(state):
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    # the driver's /proc files that follow the instances (mig-minors, capabilities/...)
+    caps.sync(state, d)
