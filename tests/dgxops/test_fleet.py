@@ -122,3 +122,33 @@ def test_debian_mirror_reads_deb822(tmp_path, monkeypatch):
 
     monkeypatch.setattr(image, "Path", fake_path)
     assert image.debian_mirror() == "http://mirror.local/debian"
+
+
+@pytest.mark.parametrize("inspect_out, removed", [
+    ("false mine\n", True),          # stopped node of this fleet: replaced
+    ("true mine\n", False),          # running: someone's live fleet, docker run reports the conflict
+    ("false someone-else\n", False), # another fleet's container
+    (None, False),                    # no such container
+])
+def test_up_replaces_only_a_stopped_leftover_of_this_fleet(tmp_path, monkeypatch, inspect_out, removed):
+    monkeypatch.setenv("DGXOPS_STATE_DIR", str(tmp_path))
+    calls = []
+
+    class P:
+        def __init__(self, rc, out=""):
+            self.returncode, self.stdout, self.stderr = rc, out, "conflict"
+
+    def fake_docker(*args, **_kw):
+        calls.append(args)
+        if args[0] == "inspect":
+            return P(0, inspect_out) if inspect_out is not None else P(1)
+        if args[0] == "rm":
+            return P(0)
+        if args[0] == "run":
+            return P(1)  # stop before configuring a node
+        raise AssertionError(args)
+
+    monkeypatch.setattr(fleet, "docker", fake_docker)
+    with pytest.raises(RuntimeError, match="could not start mine-h100-1"):
+        fleet.SimFleet("mine").up(fleet.parse_layout("dgx-h100=1", fleet="mine"), image="img")
+    assert (("rm", "-f", "-v", "mine-h100-1") in calls) is removed

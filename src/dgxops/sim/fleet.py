@@ -129,6 +129,7 @@ class SimFleet:
         for spec in specs:
             if spec.name in known:
                 continue
+            self._remove_stopped_leftover(spec.name)
             proc = docker(
                 "run", "-d", "--name", spec.name, "--hostname", spec.name,
                 "--label", "%s=%s" % (LABEL_FLEET, self.name),
@@ -167,6 +168,15 @@ class SimFleet:
                       "--driver", node.driver, "--force", check=False)
         if proc.returncode != 0:
             raise RuntimeError("%s: dgxops-sim init failed: %s" % (node.name, (proc.stderr or proc.stdout).strip()))
+
+    def _remove_stopped_leftover(self, name: str) -> None:
+        """Remove a stopped node of this fleet that no state file records (an earlier checkout's
+        fleet, or one stopped by a host reboot), so `up` can start it again. A running container,
+        or one without this fleet's label, is left alone (docker run then reports the conflict)."""
+        proc = docker("inspect", "-f", '{{.State.Running}} {{index .Config.Labels "%s"}}' % LABEL_FLEET, name,
+                      check=False)
+        if proc.returncode == 0 and proc.stdout.split() == ["false", self.name]:
+            docker("rm", "-f", "-v", name, check=False)
 
     def _alive(self, node: Node) -> bool:
         proc = docker("inspect", "-f", '{{.State.Running}} {{index .Config.Labels "%s"}}' % LABEL_FLEET,
