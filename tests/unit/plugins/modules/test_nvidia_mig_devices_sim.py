@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from module_runner import run_module
 from ansible_collections.dgxops.fleet.plugins.modules import nvidia_mig_devices
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,18 +85,8 @@ def node(tmp_path, monkeypatch):
 
 
 def run(capsys, node, access, check=False, diff=False, **extra):
-    margs = dict(node.paths(), access=access, **extra)
-    if check:
-        margs["_ansible_check_mode"] = True
-    if diff:
-        margs["_ansible_diff"] = True
-    with patch_module_args(margs):
-        with pytest.raises(SystemExit):
-            nvidia_mig_devices.main()
-    captured = capsys.readouterr()
-    res = json.loads(captured.out)
-    res["_stderr"] = captured.err
-    return res
+    return run_module(capsys, nvidia_mig_devices.main, dict(node.paths(), access=access, **extra),
+                      check=check, diff=diff)
 
 
 def gis(node, gpu):

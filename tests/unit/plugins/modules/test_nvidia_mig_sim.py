@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
+from module_runner import run_module
 from ansible_collections.dgxops.fleet.plugins.modules import nvidia_mig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,21 +65,7 @@ def node(tmp_path, monkeypatch):
 
 
 def run(capsys, args, check=False, diff=False):
-    margs = dict(args)
-    if check:
-        margs["_ansible_check_mode"] = True
-    if diff:
-        margs["_ansible_diff"] = True
-    with patch_module_args(margs):
-        with pytest.raises(SystemExit):
-            nvidia_mig.main()
-    captured = capsys.readouterr()
-    res = json.loads(captured.out)
-    # Once controller-side Ansible code has been imported in this process (another test file
-    # importing a filter plugin does), module warnings go to the display (stderr) instead of
-    # the result: keep them so the assertions see them either way.
-    res["_stderr"] = captured.err
-    return res
+    return run_module(capsys, nvidia_mig.main, args, check=check, diff=diff)
 
 
 def warnings_of(res):
