@@ -389,6 +389,36 @@ def _facts_gpus(builder, nvsmi):
     return len(gpus), (min(memories) if memories else None), mig
 
 
+
+def _cluster_nodes(b, config):
+    """Nodes in the Spark cluster: spark_rapids_cluster_nodes, else the hosts of
+    spark_rapids_cluster_group, else the hosts of the play. A run narrowed by --limit
+    must not size the whole cluster's executors from the hosts it happens to reach."""
+    nodes = b._optional_positive_int("spark_rapids_cluster_nodes")
+    if nodes is not None:
+        return nodes
+    group = config.get("spark_rapids_cluster_group")
+    if group not in (None, ""):
+        size = config.get("__cluster_group_size")
+        if not isinstance(group, string_types):
+            b.err("spark_rapids_cluster_group", group, "the name of an inventory group, or null")
+        elif size is None:
+            b.err("spark_rapids_cluster_group", group, "the name of a group in this inventory")
+        elif not _is_int(size) or size < 1:
+            b.err("spark_rapids_cluster_group", group, "an inventory group with at least one host")
+        else:
+            return size
+        return 1
+    limit = config.get("__limit")
+    if limit not in (None, ""):
+        b.err("spark_rapids_cluster_nodes", None,
+              "a number of nodes, or spark_rapids_cluster_group naming the cluster's inventory group, "
+              "when the run is narrowed with --limit %s: the hosts of the play are then not the whole "
+              "cluster, and maxExecutors, executor.instances and shuffle partitions would shrink" % (limit,))
+        return 1
+    play_hosts = config.get("__play_hosts_count")
+    return play_hosts if _is_int(play_hosts) and play_hosts > 0 else 1
+
 def validate(config):
     result = ValidationResult()
     b = _Builder(config, result)
@@ -445,7 +475,7 @@ def validate(config):
         else:
             b.extra_exact.add(name)
 
-    cluster_nodes = b._optional_positive_int("spark_rapids_cluster_nodes") or 1
+    cluster_nodes = _cluster_nodes(b, config)
     gpus_override = b._optional_positive_int("spark_rapids_gpus_per_node")
     mem_override = b._optional_positive_int("spark_rapids_gpu_memory_mib")
     cpus = b._optional_positive_int("spark_rapids_cpus_per_node")

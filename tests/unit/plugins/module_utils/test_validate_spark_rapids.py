@@ -355,3 +355,41 @@ def test_discovery_fails_loudly_without_nvidia_smi(tmp_path, discovery):
     proc = discovery["run"]("--nvidia-smi", str(tmp_path / "missing"))
     assert proc.returncode == 1
     assert "cannot run" in proc.stderr and proc.stdout == ""
+
+
+# ------------------------------------------------------------------------ cluster size
+def _max_executors(**overrides):
+    norm = ok(config(**overrides))
+    return int(norm["settings"]["spark.dynamicAllocation.maxExecutors"])
+
+
+def test_cluster_size_from_play_hosts_when_nothing_is_set():
+    assert _max_executors(spark_rapids_cluster_nodes=None, __play_hosts_count=4) == 32
+
+
+def test_cluster_group_counts_the_group_not_the_play():
+    # a run limited to one host of a 16-node group still sizes for 16 nodes
+    assert _max_executors(spark_rapids_cluster_nodes=None, spark_rapids_cluster_group="dgx_h100",
+                          __cluster_group_size=16, __play_hosts_count=1, __limit="dgx-h100-03") == 128
+
+
+def test_cluster_nodes_wins_over_the_group():
+    assert _max_executors(spark_rapids_cluster_nodes=2, spark_rapids_cluster_group="dgx_h100",
+                          __cluster_group_size=16) == 16
+
+
+def test_limited_run_without_cluster_size_is_refused():
+    result = validate(config(spark_rapids_cluster_nodes=None, __play_hosts_count=1, __limit="dgx-h100-03"))
+    assert len(result.errors) == 1
+    assert "spark_rapids_cluster_nodes" in result.errors[0]
+    assert "--limit dgx-h100-03" in result.errors[0]
+    assert "spark_rapids_cluster_group" in result.errors[0]
+
+
+@pytest.mark.parametrize("size, allowed", [(None, "a group in this inventory"), (0, "at least one host")])
+def test_unknown_or_empty_cluster_group_is_refused(size, allowed):
+    result = validate(config(spark_rapids_cluster_nodes=None, spark_rapids_cluster_group="dgx_h1000",
+                             __cluster_group_size=size))
+    assert len(result.errors) == 1
+    assert "spark_rapids_cluster_group" in result.errors[0] and "dgx_h1000" in result.errors[0]
+    assert allowed in result.errors[0]
