@@ -389,7 +389,6 @@ def _facts_gpus(builder, nvsmi):
     return len(gpus), (min(memories) if memories else None), mig
 
 
-
 def _cluster_nodes(b, config):
     """Nodes in the Spark cluster: spark_rapids_cluster_nodes, else the hosts of
     spark_rapids_cluster_group, else the hosts of the play. A run narrowed by --limit
@@ -418,6 +417,7 @@ def _cluster_nodes(b, config):
         return 1
     play_hosts = config.get("__play_hosts_count")
     return play_hosts if _is_int(play_hosts) and play_hosts > 0 else 1
+
 
 def validate(config):
     result = ValidationResult()

@@ -66,3 +66,30 @@ def test_misspelled_key_fails_before_changes(host):
     assert "did you mean spark.rapids.sql.enabled" in text, text[-3000:]
     assert re.search(r"changed=0 ", text), text[-3000:]
     assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before
+
+
+def _converge(host, *args):
+    playbook = os.path.join(os.path.dirname(__file__), "..", "converge.yml")
+    proc = subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook, "--limit",
+         host.backend.get_hostname()] + list(args),
+        capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0"), check=False,
+    )
+    return proc.returncode, " ".join(re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr).split())
+
+
+def test_limited_run_keeps_the_cluster_size(host):
+    # both scenario nodes form the cluster (spark_rapids_cluster_group: all): 2 x 8 GPUs
+    conf = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    assert "spark.dynamicAllocation.maxExecutors 16" in conf.splitlines()
+    rc, text = _converge(host, "--check", "--diff")
+    assert rc == 0, text[-3000:]
+    assert re.search(r"changed=0 ", text), text[-3000:]
+
+
+def test_limited_run_without_cluster_size_is_refused(host):
+    before = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    rc, text = _converge(host, "-e", json.dumps({"spark_rapids_cluster_group": None}))
+    assert rc != 0
+    assert "spark_rapids_cluster_nodes" in text and "--limit %s" % host.backend.get_hostname() in text, text[-3000:]
+    assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before
