@@ -136,6 +136,18 @@ if ! /usr/bin/docker info >/dev/null 2>&1; then
   /usr/bin/docker info >/dev/null 2>&1 || die "dockerd did not come up: see /var/log/dgxops-dockerd.log"
 fi
 
+# Each simulated node runs systemd, which takes several inotify instances; the kernel's
+# default of 128 per user stops a fleet of about 25 nodes from booting (the benchmark's 32).
+inotify_limit=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 1024)
+if [ "$inotify_limit" -lt 1024 ]; then
+  if [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; then
+    say "raising fs.inotify.max_user_instances from $inotify_limit to 1024 (systemd in each simulated node)"
+    $SUDO sysctl -qw fs.inotify.max_user_instances=1024 || say "could not raise it: fleets above ~25 nodes may not boot"
+  else
+    say "fs.inotify.max_user_instances is $inotify_limit: fleets above ~25 nodes may not boot (raise it to 1024 as root)"
+  fi
+fi
+
 # --- 7. Simulated node image ------------------------------------------------------------
 if [ "$WANT_IMAGE" = 1 ]; then
   .venv/bin/python -m dgxops.sim.image

@@ -152,3 +152,30 @@ def test_up_replaces_only_a_stopped_leftover_of_this_fleet(tmp_path, monkeypatch
     with pytest.raises(RuntimeError, match="could not start mine-h100-1"):
         fleet.SimFleet("mine").up(fleet.parse_layout("dgx-h100=1", fleet="mine"), image="img")
     assert (("rm", "-f", "-v", "mine-h100-1") in calls) is removed
+
+
+@pytest.mark.parametrize("state, hinted", [("exited 255", True), ("running 0", False)])
+def test_boot_timeout_says_why_a_node_died(tmp_path, monkeypatch, state, hinted):
+    """A node whose systemd never answers: the error names the container state and the inotify limit."""
+    monkeypatch.setenv("DGXOPS_STATE_DIR", str(tmp_path))
+
+    class P:
+        def __init__(self, rc, out="", err=""):
+            self.returncode, self.stdout, self.stderr = rc, out, err
+
+    def fake_docker(*args, **_kw):
+        if args[0] == "exec":
+            return P(1, "", "container is not running")
+        if args[0] == "inspect":
+            return P(0, state + "\n")
+        if args[0] == "logs":
+            return P(0, "", "Failed to allocate manager object: Too many open files\n")
+        raise AssertionError(args)
+
+    monkeypatch.setattr(fleet, "docker", fake_docker)
+    with pytest.raises(RuntimeError) as err:
+        fleet.SimFleet("mine")._configure(fleet.Node("n1", "dgx-h100", "x", "id-1"), wait=0)
+    text = str(err.value)
+    assert "n1: systemd not up" in text
+    assert ("fs.inotify.max_user_instances" in text) is hinted
+    assert ("Too many open files" in text) is hinted

@@ -148,6 +148,19 @@ class SimFleet:
             self._configure(node, wait)
         return list(known.values()) + started
 
+    @staticmethod
+    def _boot_failure_hint(node: Node) -> str:
+        """Why a node's systemd did not come up, when the container says so."""
+        proc = docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", node.name, check=False)
+        state = proc.stdout.strip() or "unknown"
+        if state.startswith("running"):
+            return ""
+        logs = docker("logs", "--tail", "5", node.name, check=False)
+        tail = " | ".join(line.strip() for line in (logs.stdout + logs.stderr).splitlines()[-5:])
+        return ("; the container is %s (%s). Every simulated node runs systemd, which needs inotify "
+                "instances: many nodes can exhaust fs.inotify.max_user_instances (128 by default; "
+                "scripts/bootstrap.sh raises it to 1024)" % (state, tail or "no log output"))
+
     def _configure(self, node: Node, wait: float) -> None:
         deadline = time.monotonic() + wait
         while True:
@@ -156,7 +169,8 @@ class SimFleet:
             if status in ("running", "degraded"):
                 break
             if time.monotonic() > deadline:
-                raise RuntimeError("%s: systemd not up after %.0f s (state %r)" % (node.name, wait, status))
+                raise RuntimeError("%s: systemd not up after %.0f s (state %r)%s" % (
+                    node.name, wait, status, self._boot_failure_hint(node)))
             time.sleep(0.3)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump({"model": node.model, "driver": node.driver}, fh)
