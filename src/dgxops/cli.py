@@ -279,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         p.add_argument("--strategy", choices=["auto", "linear", "mitogen"],
-                       help="auto (default, or $DGXOPS_STRATEGY): mitogen_linear when mitogen is installed, else linear")
+                       help="auto (default, or $DGXOPS_STRATEGY): dgxops.fleet.mitogen_linear when mitogen is installed, else linear")
 
     p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
     playbook_args(p_run)

@@ -13,6 +13,7 @@ is a :class:`RunResult` with per-host counts and the failures, ready for a summa
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import sys
@@ -41,8 +42,8 @@ class PlaybookRun:
     forks: int | None = None
     verbosity: int = 0
     timeout: int | None = None  # seconds for the whole run
-    # "auto": mitogen_linear when mitogen is installed (measured 1.7-2x faster on the
-    # simulated fleet), else Ansible's linear; "linear" or "mitogen" force one.
+    # "auto": dgxops.fleet.mitogen_linear when mitogen is installed (BENCHMARKS.md), else
+    # Ansible's linear; "linear" or "mitogen" force one.
     strategy: str = "auto"
 
 
@@ -111,14 +112,15 @@ class Progress:
     host: str | None = None
 
 
-def mitogen_strategy_dir() -> str | None:
-    """The strategy plugin directory of an installed mitogen, or None."""
-    try:
-        import ansible_mitogen  # noqa: F401  (only located, never imported into this process's Ansible)
-    except ImportError:
-        return None
-    path = Path(ansible_mitogen.__file__).parent / "plugins" / "strategy"
-    return str(path) if path.is_dir() else None
+def mitogen_installed() -> bool:
+    """Whether the mitogen package is importable (located only: never imported into this process's Ansible)."""
+    return importlib.util.find_spec("ansible_mitogen") is not None
+
+
+# The collection's mitogen_linear: Mitogen's linear strategy, with Mitogen's CPU pinning off on
+# controllers with fewer than 4 CPUs, where it puts the controller and every worker on one CPU
+# (plugins/strategy/mitogen_linear.py; a 16-node site.yml rerun on 2 CPUs: 66.7 s pinned, 41.4 s not).
+MITOGEN_STRATEGY = "dgxops.fleet.mitogen_linear"
 
 
 def strategy_env(strategy: str) -> dict[str, str]:
@@ -127,12 +129,11 @@ def strategy_env(strategy: str) -> dict[str, str]:
         raise ValueError("strategy must be auto, linear or mitogen, got %r" % (strategy,))
     if strategy == "linear":
         return {}
-    plugins = mitogen_strategy_dir()
-    if plugins is None:
+    if not mitogen_installed():
         if strategy == "mitogen":
             raise ValueError("strategy mitogen asked for, but mitogen is not installed (pip install mitogen)")
         return {}
-    return {"ANSIBLE_STRATEGY_PLUGINS": plugins, "ANSIBLE_STRATEGY": "mitogen_linear"}
+    return {"ANSIBLE_STRATEGY": MITOGEN_STRATEGY}
 
 
 def _env(strategy: str = "linear") -> dict[str, str]:

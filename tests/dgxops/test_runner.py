@@ -103,11 +103,11 @@ def test_progress_printer_one_line_per_task():
 
 
 def test_strategy_selection(monkeypatch):
-    monkeypatch.setattr(runner, "mitogen_strategy_dir", lambda: "/x/ansible_mitogen/plugins/strategy")
-    assert runner.strategy_env("auto") == {"ANSIBLE_STRATEGY_PLUGINS": "/x/ansible_mitogen/plugins/strategy",
-                                           "ANSIBLE_STRATEGY": "mitogen_linear"}
+    monkeypatch.setattr(runner, "mitogen_installed", lambda: True)
+    assert runner.strategy_env("auto") == {"ANSIBLE_STRATEGY": "dgxops.fleet.mitogen_linear"}
+    assert runner.strategy_env("mitogen") == {"ANSIBLE_STRATEGY": "dgxops.fleet.mitogen_linear"}
     assert runner.strategy_env("linear") == {}
-    monkeypatch.setattr(runner, "mitogen_strategy_dir", lambda: None)
+    monkeypatch.setattr(runner, "mitogen_installed", lambda: False)
     assert runner.strategy_env("auto") == {}
     import pytest
 

@@ -1,0 +1,119 @@
+"""dgxops.fleet.mitogen_linear: the CPU pinning choice, and real runs through ansible-playbook
+that read the CPU set of the worker processes (a lookup runs in the worker)."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+HAS_MITOGEN = importlib.util.find_spec("ansible_mitogen") is not None
+
+
+def plugin():
+    from ansible_collections.dgxops.fleet.plugins.strategy import mitogen_linear
+
+    return mitogen_linear
+
+
+@pytest.mark.parametrize(
+    "setting, cpus, allowed, wanted",
+    [
+        ("auto", 2, 2, False),   # Mitogen would put the controller and every worker on CPU 1
+        ("auto", 3, 3, False),
+        ("auto", 4, 4, True),
+        ("auto", 64, 64, True),
+        ("auto", 64, 8, False),  # confined by taskset or a cpuset: Mitogen's placement ignores it
+        (None, 2, 2, False),     # unset is auto
+        (" ON ", 2, 2, True),
+        ("on", 2, 1, True),
+        ("off", 64, 64, False),
+    ],
+)
+def test_cpu_pinning_choice(setting, cpus, allowed, wanted):
+    assert plugin().cpu_pinning_wanted(setting, cpus, allowed) is wanted
+
+
+def test_cpu_pinning_bad_setting_names_the_variable_and_choices():
+    from ansible.errors import AnsibleError
+
+    with pytest.raises(AnsibleError, match=r"DGXOPS_MITOGEN_CPU_PINNING must be one of auto, on, off, got 'yes'"):
+        plugin().cpu_pinning_wanted("yes", 2, 2)
+
+
+def worker_cpus(tmp_path, pinning, strategy="dgxops.fleet.mitogen_linear"):
+    """Run a play with the strategy; the Cpus_allowed_list each of its workers had."""
+    play = tmp_path / "cpus.yml"
+    play.write_text("""
+- name: Read the workers' CPU sets
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Read the worker's CPU set
+      ansible.builtin.debug:
+        msg: "CPUS={{ lookup('ansible.builtin.pipe', 'grep Cpus_allowed_list /proc/self/status') | split | last }}"
+""")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("".join("node%d ansible_connection=local ansible_python_interpreter=%s\n" % (i, sys.executable)
+                                 for i in range(4)))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STRATEGY=strategy, ANSIBLE_FORCE_COLOR="0",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    env.pop("ANSIBLE_STRATEGY_PLUGINS", None)
+    if pinning is None:
+        env.pop("DGXOPS_MITOGEN_CPU_PINNING", None)
+    else:
+        env["DGXOPS_MITOGEN_CPU_PINNING"] = pinning
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(play)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cpus = [line.split("CPUS=", 1)[1].strip().strip('"') for line in proc.stdout.splitlines() if "CPUS=" in line]
+    assert len(cpus) == 4, proc.stdout
+    return cpus, proc
+
+
+def cpu_list(cpus):
+    """'0-1' -> {0, 1}; '0,2-3' -> {0, 2, 3}."""
+    out = set()
+    for part in cpus.split(","):
+        first, _sep, last = part.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
+
+
+@pytest.mark.skipif(not HAS_MITOGEN, reason="mitogen is not installed in this environment")
+def test_off_leaves_workers_on_every_cpu_of_the_controller(tmp_path):
+    cpus, _proc = worker_cpus(tmp_path, "off")
+    assert {frozenset(cpu_list(c)) for c in cpus} == {frozenset(os.sched_getaffinity(0))}
+
+
+@pytest.mark.skipif(not HAS_MITOGEN, reason="mitogen is not installed in this environment")
+@pytest.mark.skipif(not 2 <= os.cpu_count() < 4 or len(os.sched_getaffinity(0)) != os.cpu_count(),
+                    reason="Mitogen's one-CPU placement happens on controllers with 2 or 3 CPUs")
+def test_auto_undoes_mitogens_one_cpu_placement_and_on_keeps_it(tmp_path):
+    cpus, _proc = worker_cpus(tmp_path, None)
+    assert {frozenset(cpu_list(c)) for c in cpus} == {frozenset(os.sched_getaffinity(0))}
+    # what Mitogen's own policy does here, and what auto turns off: every worker on CPU 1
+    pinned, _proc = worker_cpus(tmp_path, "on")
+    assert {frozenset(cpu_list(c)) for c in pinned} == {frozenset({1})}
+
+
+def test_without_mitogen_it_warns_and_runs_linear(tmp_path, monkeypatch):
+    # hide mitogen from the controller: a sitecustomize that makes importing it fail
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Hide:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('ansible_mitogen', 'mitogen'):\n"
+        "            raise ImportError('hidden by the test: ' + name)\n"
+        "sys.meta_path.insert(0, _Hide())\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(hide) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    cpus, proc = worker_cpus(tmp_path, None)
+    assert "the mitogen package is not installed on the controller" in proc.stdout + proc.stderr
+    assert "running Ansible's linear strategy" in proc.stdout + proc.stderr
+    assert len(cpus) == 4
