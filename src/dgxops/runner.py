@@ -65,11 +65,12 @@ class RunResult:
     artifact_dir: str | None = None
     facts: dict[str, dict] = field(default_factory=dict)  # ansible_facts returned per host
     diffs: list[dict] = field(default_factory=list)  # {"host", "task", "diff"} in check/diff runs
+    strategy: str = "linear"  # the strategy plugin the run used
 
     def as_dict(self) -> dict:
         return {
             "status": self.status, "rc": self.rc, "ok": self.ok, "hosts": self.hosts,
-            "changed": self.changed,
+            "changed": self.changed, "strategy": self.strategy,
             "failures": [f.__dict__ for f in self.failures],
             "changed_tasks": [{"host": h, "task": t} for h, t in self.changed_tasks],
             "diffs": self.diffs, "facts": self.facts,
@@ -98,8 +99,8 @@ class RunResult:
                 lines.extend("      " + ln for ln in first)
         lines.append("")
         verdict = "OK" if self.ok else "FAILED"
-        lines.append("%s: status=%s rc=%d, %d host(s), %d change(s), %d failure(s)" % (
-            verdict, self.status, self.rc, len(self.hosts), self.changed, len(self.failures)))
+        lines.append("%s: status=%s rc=%d, %d host(s), %d change(s), %d failure(s); strategy %s" % (
+            verdict, self.status, self.rc, len(self.hosts), self.changed, len(self.failures), self.strategy))
         return "\n".join(lines)
 
 
@@ -254,7 +255,8 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
     private = tempfile.mkdtemp(prefix="dgxops-run-")
     collector = _Collector(progress)
     try:
-        runner = ansible_runner.run(event_handler=collector, **build_runner_kwargs(spec, private))
+        kwargs = build_runner_kwargs(spec, private)
+        runner = ansible_runner.run(event_handler=collector, **kwargs)
         if progress:
             progress(Progress("end", ""))
         stats = runner.stats or {}
@@ -267,7 +269,8 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
             collector.failures.append(Failure("localhost", "ansible-playbook", stdout.strip()[-2000:]))
         return RunResult(runner.status, runner.rc, hosts, collector.failures, collector.changed,
                          artifact_dir=runner.config.artifact_dir if keep_artifacts else None,
-                         facts=collector.facts, diffs=collector.diffs)
+                         facts=collector.facts, diffs=collector.diffs,
+                         strategy=kwargs["envvars"].get("ANSIBLE_STRATEGY", "linear"))
     finally:
         if not keep_artifacts:
             shutil.rmtree(private, ignore_errors=True)

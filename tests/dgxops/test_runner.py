@@ -77,10 +77,15 @@ def test_second_run_is_reported_unchanged(tmp_path):
         mode: "0644"
 """)
     first = runner.run_playbook(PlaybookRun(play, inventory="localhost,"))
-    second = runner.run_playbook(PlaybookRun(play, inventory="localhost,", check=True))
+    second = runner.run_playbook(PlaybookRun(play, inventory="localhost,", check=True, strategy="linear"))
     assert first.ok and first.changed == 1
     assert second.ok and second.changed == 0
     assert second.summary().startswith("HOST")
+    # the result says which strategy ran: auto picks the collection's mitogen_linear where mitogen is installed
+    expected = "dgxops.fleet.mitogen_linear" if runner.mitogen_installed() else "linear"
+    assert first.strategy == expected and first.as_dict()["strategy"] == expected
+    assert first.summary().endswith("strategy " + expected)
+    assert second.strategy == "linear" and second.summary().endswith("strategy linear")
 
 
 def test_progress_printer_one_line_per_task():
