@@ -123,8 +123,10 @@ def test_role_edited_fstab_is_accepted_by_findmnt_verify(tmp_path):
     env = dict(os.environ)
     env["ANSIBLE_CONFIG"] = os.path.join(ROOT, "ansible.cfg")
     env["ANSIBLE_COLLECTIONS_PATH"] = os.path.join(ROOT, ".collections")
-    env["ANSIBLE_INVENTORY"] = "localhost,"
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), str(playbook)],
+    # -i, not ANSIBLE_INVENTORY: that setting is a path list, so "localhost," also names "" (the
+    # working directory, the checkout), and Ansible would run every executable in it with --list
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-e", "ansible_python_interpreter=" + sys.executable, str(playbook)],
                           capture_output=True, text=True, cwd=ROOT, env=env, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
