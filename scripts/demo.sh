@@ -9,9 +9,11 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-if [ "${1:-}" = "--down" ]; then
-  exec .venv/bin/dgxops sim down --fleet dgxsim
-fi
+case "$#:${1:-}" in
+  0:) ;;
+  1:--down) exec .venv/bin/dgxops sim down --fleet dgxsim ;;
+  *) echo "usage: scripts/demo.sh [--down]   (got: $*)" >&2; exit 2 ;;
+esac
 scripts/bootstrap.sh --no-219
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_CONFIG="$ROOT/ansible.cfg"
