@@ -12,13 +12,15 @@ description:
     Task order and results are those of Ansible's C(linear) strategy; Mitogen keeps one connection
     per host and runs modules in it, without copying each module to the host.
   - Without the C(mitogen) package it warns and runs Ansible's C(linear) strategy.
-  - Mitogen pins the controller's processes to CPUs. On a controller with 2 or 3 CPUs its policy
-    puts the top-level process and every worker on one CPU and keeps the other for its connection
-    multiplexer, so the per-task work of the whole run shares one CPU. On a 2-CPU controller a
-    16-node C(site.yml) rerun took 66.7 s pinned and 41.4 s unpinned.
-  - This strategy leaves Mitogen's pinning on where it can help (4 CPUs or more) and turns it off
-    on controllers with fewer than 4 CPUs and on controllers already confined to a subset of their
-    CPUs (C(taskset), a cpuset), which Mitogen's placement would ignore.
+  - Mitogen pins the controller's processes to CPUs and keeps CPU 0 for its connection
+    multiplexer. On a 2-CPU controller its policy then puts the top-level process and every worker
+    on CPU 1, so the per-task work of the whole run shares one CPU (on 3 CPUs, they share CPUs 1
+    and 2). On a 2-CPU controller a 16-node C(site.yml) rerun took 60.7-66.7 s pinned and
+    41.4-41.9 s unpinned.
+  - This strategy leaves Mitogen's pinning on where the controller keeps a CPU of its own (4 CPUs
+    or more) and turns it off on controllers with fewer than 4 CPUs and on controllers already
+    confined to a subset of their CPUs (C(taskset), a cpuset), which Mitogen's placement would
+    ignore.
   - The environment variable C(DGXOPS_MITOGEN_CPU_PINNING) overrides that choice. C(auto) is
     the default, C(on) keeps Mitogen's pinning, and C(off) turns it off.
 author:
@@ -50,8 +52,8 @@ display = Display()
 
 PINNING_ENV = "DGXOPS_MITOGEN_CPU_PINNING"
 PINNING_CHOICES = ("auto", "on", "off")
-# Mitogen reserves CPU 0 for its multiplexer; below this many CPUs it then places the
-# top-level process and all workers together on CPU 1.
+# Mitogen reserves CPU 0 for its multiplexer; below this many CPUs the top-level process and all
+# workers then share what is left (CPU 1 alone on a 2-CPU controller, CPUs 1-2 on 3).
 MIN_CPUS_FOR_PINNING = 4
 
 

@@ -119,21 +119,23 @@ def mitogen_installed() -> bool:
 
 
 # The collection's mitogen_linear: Mitogen's linear strategy, with Mitogen's CPU pinning off on
-# controllers with fewer than 4 CPUs, where it puts the controller and every worker on one CPU
-# (plugins/strategy/mitogen_linear.py; a 16-node site.yml rerun on 2 CPUs: 66.7 s pinned, 41.4 s not).
+# controllers with fewer than 4 CPUs, where it leaves the controller and every worker one or two
+# CPUs (CPU 1 alone on 2 CPUs) (plugins/strategy/mitogen_linear.py; a 16-node site.yml rerun on
+# 2 CPUs: 60.7-66.7 s pinned, 41.4-41.9 s not).
 MITOGEN_STRATEGY = "dgxops.fleet.mitogen_linear"
 
 
 def strategy_env(strategy: str) -> dict[str, str]:
-    """Environment that selects the strategy; {} keeps ansible.cfg's (linear)."""
+    """Environment that selects the strategy. Always explicit: ansible-runner starts from the
+    caller's environment, where an ANSIBLE_STRATEGY could otherwise pick another one."""
     if strategy not in ("auto", "linear", "mitogen"):
         raise ValueError("strategy must be auto, linear or mitogen, got %r" % (strategy,))
     if strategy == "linear":
-        return {}
+        return {"ANSIBLE_STRATEGY": "linear"}
     if not mitogen_installed():
         if strategy == "mitogen":
             raise ValueError("strategy mitogen asked for, but mitogen is not installed (pip install mitogen)")
-        return {}
+        return {"ANSIBLE_STRATEGY": "linear"}
     return {"ANSIBLE_STRATEGY": MITOGEN_STRATEGY}
 
 
@@ -158,6 +160,13 @@ def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
     def resolve(path: str) -> str:
         return path if os.path.isabs(path) else str(ROOT / path)
 
+    def resolve_inventory(source: str) -> str:
+        # "a,b," is a host list, not a path; an empty entry would name the checkout itself, whose
+        # executables Ansible would run as inventory scripts
+        if not source.strip():
+            raise ValueError("inventory: an empty entry names no inventory (give a file, a directory or host1,host2,)")
+        return source if "," in source else resolve(source)
+
     cmdline = []
     if spec.check:
         cmdline.append("--check")
@@ -178,7 +187,7 @@ def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
     }
     if spec.inventory:
         inv = [spec.inventory] if isinstance(spec.inventory, str) else list(spec.inventory)
-        kwargs["inventory"] = [resolve(i) for i in inv]
+        kwargs["inventory"] = [resolve_inventory(i) for i in inv]
     if spec.limit:
         kwargs["limit"] = spec.limit
     if spec.tags:

@@ -111,12 +111,25 @@ def test_strategy_selection(monkeypatch):
     monkeypatch.setattr(runner, "mitogen_installed", lambda: True)
     assert runner.strategy_env("auto") == {"ANSIBLE_STRATEGY": "dgxops.fleet.mitogen_linear"}
     assert runner.strategy_env("mitogen") == {"ANSIBLE_STRATEGY": "dgxops.fleet.mitogen_linear"}
-    assert runner.strategy_env("linear") == {}
+    # explicit, so a caller's ANSIBLE_STRATEGY (ansible-runner starts from os.environ) cannot win
+    assert runner.strategy_env("linear") == {"ANSIBLE_STRATEGY": "linear"}
     monkeypatch.setattr(runner, "mitogen_installed", lambda: False)
-    assert runner.strategy_env("auto") == {}
+    assert runner.strategy_env("auto") == {"ANSIBLE_STRATEGY": "linear"}
     import pytest
 
     with pytest.raises(ValueError, match="mitogen is not installed"):
         runner.strategy_env("mitogen")
     with pytest.raises(ValueError, match="strategy must be"):
         runner.strategy_env("fast")
+
+
+def test_inventory_sources_host_lists_stay_and_empty_entries_are_refused():
+    import pytest
+
+    kw = runner.build_runner_kwargs(PlaybookRun("x.yml", inventory=["localhost,", "a,b", "inventories/example", "/abs/hosts"]),
+                                    "/tmp/x")
+    assert kw["inventory"] == ["localhost,", "a,b", str(runner.ROOT / "inventories/example"), "/abs/hosts"]
+    # an empty entry would resolve to the checkout, whose executables Ansible would run with --list
+    for bad in ("", "  "):
+        with pytest.raises(ValueError, match="inventory: an empty entry"):
+            runner.build_runner_kwargs(PlaybookRun("x.yml", inventory=[bad]), "/tmp/x")
