@@ -118,10 +118,7 @@ def mitogen_installed() -> bool:
     return importlib.util.find_spec("ansible_mitogen") is not None
 
 
-# The collection's mitogen_linear: Mitogen's linear strategy, with Mitogen's CPU pinning off on
-# controllers with fewer than 4 CPUs, where it leaves the controller and every worker one or two
-# CPUs (CPU 1 alone on 2 CPUs) (plugins/strategy/mitogen_linear.py; a 16-node site.yml rerun on
-# 2 CPUs: 60.7-66.7 s pinned, 41.4-41.9 s not).
+# Mitogen's linear strategy without its CPU pinning on small controllers (see the plugin's docs).
 MITOGEN_STRATEGY = "dgxops.fleet.mitogen_linear"
 
 
@@ -140,7 +137,8 @@ def strategy_env(strategy: str) -> dict[str, str]:
 
 
 def _env(strategy: str = "linear") -> dict[str, str]:
-    """The environment of the run: explicit, not whatever the caller's shell had."""
+    """What the run's environment must hold. ansible-runner starts from the caller's environment
+    (HOME, DOCKER_HOST, a user's ANSIBLE_* settings come through) and lays these over it."""
     venv_bin = Path(sys.executable).parent
     env = {
         "PATH": os.pathsep.join([str(venv_bin), os.environ.get("PATH", "/usr/bin:/bin")]),
@@ -148,9 +146,6 @@ def _env(strategy: str = "linear") -> dict[str, str]:
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
     }
-    for key in ("HOME", "LANG", "LC_ALL", "ANSIBLE_COLLECTIONS_PATH", "DOCKER_HOST"):
-        if key in os.environ:
-            env[key] = os.environ[key]
     env.update(strategy_env(strategy))
     return env
 
@@ -279,7 +274,7 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
         return RunResult(runner.status, runner.rc, hosts, collector.failures, collector.changed,
                          artifact_dir=runner.config.artifact_dir if keep_artifacts else None,
                          facts=collector.facts, diffs=collector.diffs,
-                         strategy=kwargs["envvars"].get("ANSIBLE_STRATEGY", "linear"))
+                         strategy=kwargs["envvars"]["ANSIBLE_STRATEGY"])
     finally:
         if not keep_artifacts:
             shutil.rmtree(private, ignore_errors=True)
