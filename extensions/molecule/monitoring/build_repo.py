@@ -22,7 +22,6 @@ Usage: build_repo.py OUTDIR   (needs dpkg-deb and dpkg-scanpackages: dpkg-dev)
 
 import gzip
 import hashlib
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -31,10 +30,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-_spec = importlib.util.spec_from_file_location("driver_repo", os.path.join(ROOT, "tests", "fixtures", "apt-repo", "build_repo.py"))
-_driver_repo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_driver_repo)
-build_pkg = _driver_repo.build_pkg
+sys.path.insert(0, os.path.join(ROOT, "src"))
+from dgxops.sim.aptrepo import build_pkg  # noqa: E402  (the driver repository's package builder)
 
 DCGM_VERSIONS = ["1:4.4.1-1", "1:4.4.2-1"]
 EXPORTER_VERSION = "4.4.1-4.5.2-1"

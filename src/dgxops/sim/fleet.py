@@ -34,9 +34,14 @@ MODELS = {
     "dgx-spark": ("dgx_spark", "580.95.05"),
 }
 
-# systemd as PID 1 without --privileged (CAP_SYS_RESOURCE is missing on these hosts)
+# systemd as PID 1 without --privileged (CAP_SYS_RESOURCE is missing on these hosts).
+# Reboots: `shutdown -r` makes systemd call reboot(2), which (with SYS_BOOT, in the container's
+# PID namespace) ends the container by SIGHUP; the on-failure policy starts it again, through its
+# own systemd boot (a fresh /run, dgxops-sim-boot.service first). `dgxops-sim fault set no-boot`
+# makes the next boot leave with exit code 0, which that policy keeps stopped.
 SYSTEMD_RUN_FLAGS = [
-    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+    "--restart", "on-failure",
+    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_BOOT",
     "--security-opt", "seccomp=unconfined", "--cgroupns=host",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
     "--tmpfs", "/run", "--tmpfs", "/run/lock",
@@ -144,8 +149,11 @@ class SimFleet:
             started.append(node)
             # record after each start so a failure later never leaks a container
             self._save(list(known.values()) + started)
-        for node in started:
-            self._configure(node, wait)
+        if started:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(max_workers=min(8, len(started))) as pool:
+                for fut in [pool.submit(self._configure, node, wait) for node in started]:
+                    fut.result()
         return list(known.values()) + started
 
     @staticmethod
@@ -180,6 +188,7 @@ class SimFleet:
             os.unlink(fh.name)
         proc = docker("exec", node.name, "dgxops-sim", "init", "--model", node.model,
                       "--driver", node.driver, "--force", check=False)
+        # the driver set from the node's own repository, as a DGX OS image ships it
         if proc.returncode != 0:
             raise RuntimeError("%s: dgxops-sim init failed: %s" % (node.name, (proc.stderr or proc.stdout).strip()))
 
@@ -243,6 +252,25 @@ class SimFleet:
 
     def exec(self, node: str, *argv: str) -> subprocess.CompletedProcess:
         return docker("exec", node, *argv, check=False)
+
+    def start(self, node: str, wait: float = 60.0) -> None:
+        """Power a stopped node on again (after `dgxops-sim fault set no-boot`): it boots normally."""
+        known = {n.name: n for n in self.load()}
+        if node not in known:
+            raise ValueError("%s is not a node of fleet %s" % (node, self.name))
+        docker("start", known[node].container_id)
+        self._wait_running(known[node], wait)
+
+    def _wait_running(self, node: Node, wait: float) -> None:
+        deadline = time.monotonic() + wait
+        while True:
+            proc = docker("exec", node.name, "systemctl", "is-system-running", check=False)
+            if proc.stdout.strip() in ("running", "degraded"):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("%s: systemd not up after %.0f s (state %r)%s" % (
+                    node.name, wait, proc.stdout.strip(), self._boot_failure_hint(node)))
+            time.sleep(0.3)
 
 
 def fleet_images() -> list[str]:

@@ -47,7 +47,7 @@ BASE_PACKAGES = (
     "ca-certificates",
     "pciutils",
 )
-BUILDER_VERSION = "1"  # bump when the build steps below change meaning
+BUILDER_VERSION = "2"  # bump when the build steps below change meaning
 
 SIM_SRC = Path(__file__).resolve().parent  # src/dgxops/sim
 PKG_SRC = SIM_SRC.parent  # src/dgxops
@@ -58,17 +58,43 @@ ENV container=docker LANG=C.UTF-8
 COPY dgxops /opt/dgxops-sim/dgxops
 COPY nvidia-smi /usr/bin/nvidia-smi
 COPY dgxops-sim /usr/local/sbin/dgxops-sim
+COPY dgxops-sim-boot.service /etc/systemd/system/dgxops-sim-boot.service
+COPY repos/cuda /srv/dgxops-cuda-repo
+COPY repos/monitoring /srv/dgxops-monitoring-repo
 RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim \\
  && mkdir -p /var/lib/dgxops-sim /etc/dgxops-sim \\
  && python3 -m compileall -q /opt/dgxops-sim \\
  && systemctl mask systemd-udev-trigger.service systemd-modules-load.service \\
       sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount \\
-      getty.target console-getty.service systemd-logind.service \\
+      getty.target console-getty.service \\
+ && systemctl enable dgxops-sim-boot.service \\
+ && mv /etc/apt/sources.list /etc/apt/sources.list.offline \\
+ && printf 'Types: deb\\nURIs: file:/srv/dgxops-monitoring-repo/debian/\\nSuites: /\\nTrusted: yes\\n' \\
+      > /etc/apt/sources.list.d/distribution-standin.sources \\
  && systemctl set-default multi-user.target \\
  && printf 'C.UTF-8 UTF-8\\n' > /etc/locale.gen
 STOPSIGNAL SIGRTMIN+3
 CMD ["/lib/systemd/systemd"]
 LABEL org.dgxops.role=sim-node
+"""
+
+# systemd-logind stays: `shutdown -r` (ansible.builtin.reboot) asks it to reboot.
+BOOT_UNIT = """\
+[Unit]
+Description=dgxops simulated node boot: boot id, booted kernel, Secure Boot, driver load, GPU reboot semantics
+Documentation=file:/opt/dgxops-sim/dgxops/sim/fakesmi/boot.py
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target shutdown.target
+Conflicts=shutdown.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/dgxops-sim boot
+
+[Install]
+WantedBy=sysinit.target
 """
 
 WRAPPER = """\
@@ -149,11 +175,27 @@ def _sim_files():
             yield path, rel
 
 
+MONITORING_REPO = PKG_SRC.parent.parent / "extensions" / "molecule" / "monitoring" / "build_repo.py"
+
+
 def node_tag(base: str) -> str:
-    parts = [BUILDER_VERSION, base, DOCKERFILE, WRAPPER]
+    parts = [BUILDER_VERSION, base, DOCKERFILE, WRAPPER, BOOT_UNIT, os.uname().release,
+             (SIM_SRC / "aptrepo.py").read_bytes()]
+    if MONITORING_REPO.exists():
+        parts.append(MONITORING_REPO.read_bytes())
     for path, rel in _sim_files():
         parts += [str(rel), path.read_bytes()]
     return "%s:%s" % (NODE_REPO, _hash(parts))
+
+
+def build_repos(ctx: Path) -> None:
+    """The stand-in apt repositories every node carries (file: sources, no network)."""
+    from dgxops.sim import aptrepo
+    aptrepo.build(str(ctx / "repos" / "cuda"), os.uname().release)
+    mon = ctx / "repos" / "monitoring"
+    mon.mkdir(parents=True, exist_ok=True)
+    if MONITORING_REPO.exists():
+        subprocess.run([sys.executable, str(MONITORING_REPO), str(mon)], check=True, stdout=subprocess.DEVNULL)
 
 
 def build_base(mirror: str, force: bool = False) -> str:
@@ -201,6 +243,8 @@ def build_node(base: str, force: bool = False) -> str:
             shutil.copy2(path, dest)
         (ctx / "nvidia-smi").write_text(WRAPPER.format(name="nvidia-smi", module="cli"))
         (ctx / "dgxops-sim").write_text(WRAPPER.format(name="dgxops-sim", module="admin"))
+        (ctx / "dgxops-sim-boot.service").write_text(BOOT_UNIT)
+        build_repos(ctx)
         (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base))
         proc = docker("build", "-q", "-t", tag, "-t", NODE_REPO + ":latest", str(ctx), check=False)
         if proc.returncode != 0:

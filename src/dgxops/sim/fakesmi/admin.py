@@ -1,12 +1,44 @@
 """`dgxops-sim`: initialise, reboot, fault-inject and inspect a simulated DGX node."""
 import argparse
 import json
+import os
+import subprocess
 import sys
 
+from . import boot as bootmod
 from .models import MODELS
 from .state import Store, StateError, new_state, reboot, state_path, validate_model_driver
 
-FAULTS = ("driver-not-loaded", "gpu-lost", "unknown-error", "hang", "busy")
+# driver-load-fails and no-boot act at the next boot (dgxops-sim boot); the others at once
+FAULTS = ("driver-not-loaded", "gpu-lost", "unknown-error", "hang", "busy", "driver-load-fails", "no-boot")
+FAULT_KEYS = {"driver-not-loaded": "driver_not_loaded", "gpu-lost": "gpu_lost", "unknown-error": "unknown_error",
+              "hang": "hang", "driver-load-fails": "driver_load_fails", "no-boot": "no_boot"}
+REPO = "/srv/dgxops-cuda-repo"
+REPO_SOURCE = "/etc/apt/sources.list.d/dgxops-sim-init.sources"
+
+
+def default_flavour(driver):
+    """What NVIDIA installs by default: the open modules from R560, proprietary before."""
+    return "open" if int(str(driver).split(".")[0]) >= 560 else "proprietary"
+
+
+def install_driver_packages(driver, flavour):
+    """Install the driver set from the image's repository, as a DGX OS image ships it."""
+    branch = str(driver).split(".")[0]
+    pkg = "nvidia-driver-%s%s=%s-0ubuntu1" % (branch, "-open" if flavour == "open" else "", driver)
+    with open(REPO_SOURCE, "w") as fh:
+        fh.write("Types: deb\nURIs: file:%s/\nSuites: /\nTrusted: yes\n" % REPO)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
+    try:
+        for argv in (["apt-get", "update", "-qq", "-o", "Dir::Etc::sourcelist=" + REPO_SOURCE,
+                      "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0"],
+                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg,
+                      "linux-headers-%s" % os.uname().release]):
+            proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False)
+            if proc.returncode != 0:
+                raise StateError("%s failed (rc=%d): %s" % (" ".join(argv), proc.returncode, proc.stdout.strip()[-800:]))
+    finally:
+        os.unlink(REPO_SOURCE)
 
 
 def _gpu_index(state, gpu):
@@ -28,10 +60,12 @@ def add_process(state, gpu, name="python3", used_mib=1024, pid=None):
 
 
 def cmd_init(args):
+    no_driver = args.driver == "none"
     try:
-        validate_model_driver(args.model, args.driver)
+        validate_model_driver(args.model, "580.95.05" if no_driver else args.driver)
     except StateError as exc:
         raise SystemExit("dgxops-sim: %s" % exc) from None
+    flavour = args.flavour or (None if no_driver else default_flavour(args.driver))
     with Store(write=True, create=False) as st:
         if st.state is not None and not args.force:
             s = st.state
@@ -40,10 +74,42 @@ def cmd_init(args):
                 return 0
             raise SystemExit("dgxops-sim: node is already %s with driver %s; use --force to re-initialise"
                              % (s["model"], s["driver"]))
-        st.state = new_state(args.model, args.driver)
+    # packages only inside a simulated node: never apt-get on a developer's machine
+    packages = bootmod.on_node() and (args.packages == "yes" or (args.packages == "auto" and os.path.isdir(REPO)))
+    if packages and not no_driver:
+        install_driver_packages(args.driver, flavour)
+    with Store(write=True, create=False) as st:
+        st.state = new_state(args.model, "580.95.05" if no_driver else args.driver)
+        st.state["flavour"] = flavour
+        if not packages and not no_driver:
+            # no repository: the driver counts as built into the image (unit tests, old images)
+            st.state["preloaded_driver"] = args.driver
         st.save()
-    print("initialised %s with driver %s (%d GPU%s) in %s" % (
-        args.model, args.driver, len(st.state["gpus"]), "s" if len(st.state["gpus"]) > 1 else "", state_path()))
+    summary = bootmod.boot(real=args.real_boot, first=True)
+    print("initialised %s with driver %s (%s; %d GPU%s) in %s" % (
+        args.model, summary.get("driver") or "none loaded", "packages" if packages else "built in",
+        len(st.state["gpus"]), "s" if len(st.state["gpus"]) > 1 else "", state_path()))
+    return 0
+
+
+def cmd_boot(args):
+    summary = bootmod.boot(real=True)
+    print(json.dumps(summary, sort_keys=True))
+    return 0
+
+
+def cmd_secure_boot(args):
+    with Store(write=True) as st:
+        fw = st.state.setdefault("firmware", {})
+        if args.sb_cmd in ("on", "off"):
+            fw["secure_boot"] = args.sb_cmd == "on"
+        elif args.sb_cmd == "enroll-mok":
+            fw["mok_enrolled"] = True
+        elif args.sb_cmd == "no-efi":
+            fw["efi"] = False
+        st.save()
+        print(json.dumps(fw, sort_keys=True))
+    bootmod.publish_efivar(st.state, real=True)
     return 0
 
 
@@ -91,6 +157,8 @@ def cmd_fault(args):
                 if str(idx) not in busy:
                     proc = add_process(s, idx, name="/usr/bin/python3", used_mib=2048)
                     busy[str(idx)] = proc["pid"]
+            elif args.name in ("driver-load-fails", "no-boot"):
+                faults[FAULT_KEYS[args.name]] = True
         else:
             names = [args.name] if args.name else list(FAULTS)
             for name in names:
@@ -98,8 +166,7 @@ def cmd_fault(args):
                     pids = set(faults.pop("busy", {}).values())
                     s["processes"] = [p for p in s["processes"] if p["pid"] not in pids]
                 else:
-                    faults.pop({"driver-not-loaded": "driver_not_loaded", "gpu-lost": "gpu_lost",
-                                "unknown-error": "unknown_error", "hang": "hang"}[name], None)
+                    faults.pop(FAULT_KEYS[name], None)
         st.save()
     print(json.dumps(faults, sort_keys=True))
     return 0
@@ -136,9 +203,17 @@ def build_parser():
     sub.required = True
     i = sub.add_parser("init", help="create the node state")
     i.add_argument("--model", required=True, choices=sorted(MODELS))
-    i.add_argument("--driver", required=True, help="driver version, e.g. 580.95.05")
+    i.add_argument("--driver", required=True, help="driver version, e.g. 580.95.05, or none (no driver installed)")
+    i.add_argument("--flavour", choices=("open", "proprietary"), help="kernel modules (default: open from R560)")
+    i.add_argument("--packages", choices=("auto", "yes", "no"), default="auto",
+                   help="install the driver packages from %s (auto: when the image has it)" % REPO)
     i.add_argument("--force", action="store_true", help="replace an existing state")
+    i.add_argument("--no-real-boot", dest="real_boot", action="store_false", help=argparse.SUPPRESS)
     i.set_defaults(func=cmd_init)
+    sub.add_parser("boot", help="what the node does at boot (dgxops-sim-boot.service runs it)").set_defaults(func=cmd_boot)
+    sb = sub.add_parser("secure-boot", help="the node's firmware: Secure Boot on/off, enrol a MOK key, no EFI")
+    sb.add_argument("sb_cmd", choices=("on", "off", "enroll-mok", "no-efi"))
+    sb.set_defaults(func=cmd_secure_boot)
     sub.add_parser("reset", help="reboot: non-persistent settings go back to defaults").set_defaults(func=cmd_reset)
     sub.add_parser("factory-reset", help="all settings back to factory state").set_defaults(func=cmd_factory_reset)
     f = sub.add_parser("fault", help="inject or clear faults")

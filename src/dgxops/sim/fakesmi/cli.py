@@ -4,6 +4,7 @@ import re
 import sys
 import time
 
+from .boot import library_versions
 from . import mig as migmod
 from . import render
 from .fieldtable import UNITS
@@ -18,6 +19,9 @@ RC_OK, RC_ARG, RC_NOT_SUPPORTED, RC_PERM, RC_NOT_FOUND, RC_DRIVER, RC_LOST, RC_O
 DRIVER_MSG = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
               "Make sure that the latest NVIDIA driver is installed and running.\n")
 TERMINATE = "Terminating early due to previous errors.\n"
+# NVML_ERROR_LIB_RM_VERSION_MISMATCH (nvml.h: 18); nvidia-smi exits with it
+RC_MISMATCH = 18
+MISMATCH_MSG = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: %s\n"
 WARN = "Treating as warning and moving on.\n"
 DONE = "All done.\n"
 BAD_COMBO = "Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.\n"
@@ -837,10 +841,15 @@ def run(argv, euid, o):
     with Store(write=writing) as st:
         state = st.state
         faults = state.get("faults", {})
-        if faults.get("driver_not_loaded"):
+        if faults.get("driver_not_loaded") or state.get("driver_loaded") is False:
             o.p(DRIVER_MSG)
             o.e(DRIVER_MSG)
             return RC_DRIVER
+        libs = library_versions()
+        if libs and state["driver"] not in libs:
+            # new user-space driver installed, old kernel module still loaded (before the reboot)
+            o.p(MISMATCH_MSG % ".".join(libs[-1].split(".")[:2]))
+            return RC_MISMATCH
         spec = opts.get("id")
         touched = select(state, spec)
         _hang_if_faulted(state, touched if spec else state["gpus"])
