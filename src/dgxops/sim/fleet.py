@@ -140,7 +140,7 @@ class SimFleet:
                 "--label", "%s=%s" % (LABEL_FLEET, self.name),
                 "--label", "%s=%s" % (LABEL_RUN, run_id),
                 "--label", "%s=%s" % (LABEL_MODEL, spec.model),
-                *SYSTEMD_RUN_FLAGS, image, "/lib/systemd/systemd", check=False,
+                *SYSTEMD_RUN_FLAGS, image, "/usr/local/sbin/dgxops-sim-pid1", check=False,
             )
             if proc.returncode != 0:
                 self._save(list(known.values()) + started)

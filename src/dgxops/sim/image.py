@@ -59,9 +59,10 @@ COPY dgxops /opt/dgxops-sim/dgxops
 COPY nvidia-smi /usr/bin/nvidia-smi
 COPY dgxops-sim /usr/local/sbin/dgxops-sim
 COPY dgxops-sim-boot.service /etc/systemd/system/dgxops-sim-boot.service
+COPY dgxops-sim-pid1 /usr/local/sbin/dgxops-sim-pid1
 COPY repos/cuda /srv/dgxops-cuda-repo
 COPY repos/monitoring /srv/dgxops-monitoring-repo
-RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim \\
+RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim /usr/local/sbin/dgxops-sim-pid1 \\
  && mkdir -p /var/lib/dgxops-sim /etc/dgxops-sim \\
  && python3 -m compileall -q /opt/dgxops-sim \\
  && systemctl mask systemd-udev-trigger.service systemd-modules-load.service \\
@@ -74,7 +75,7 @@ RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim \\
  && systemctl set-default multi-user.target \\
  && printf 'C.UTF-8 UTF-8\\n' > /etc/locale.gen
 STOPSIGNAL SIGRTMIN+3
-CMD ["/lib/systemd/systemd"]
+CMD ["/usr/local/sbin/dgxops-sim-pid1"]
 LABEL org.dgxops.role=sim-node
 """
 
@@ -95,6 +96,16 @@ ExecStart=/usr/local/sbin/dgxops-sim boot
 
 [Install]
 WantedBy=sysinit.target
+"""
+
+# PID 1 of a node: a fresh boot id bind-mounted before anything can look (the reboot module
+# compares boot ids; a container would show the host kernel's), then systemd.
+PID1 = """\
+#!/bin/sh
+mkdir -p /run/dgxops-sim
+cat /proc/sys/kernel/random/uuid > /run/dgxops-sim/boot_id
+mount --bind /run/dgxops-sim/boot_id /proc/sys/kernel/random/boot_id
+exec /lib/systemd/systemd "$@"
 """
 
 WRAPPER = """\
@@ -179,7 +190,7 @@ MONITORING_REPO = PKG_SRC.parent.parent / "extensions" / "molecule" / "monitorin
 
 
 def node_tag(base: str) -> str:
-    parts = [BUILDER_VERSION, base, DOCKERFILE, WRAPPER, BOOT_UNIT, os.uname().release,
+    parts = [BUILDER_VERSION, base, DOCKERFILE, WRAPPER, BOOT_UNIT, PID1, os.uname().release,
              (SIM_SRC / "aptrepo.py").read_bytes()]
     if MONITORING_REPO.exists():
         parts.append(MONITORING_REPO.read_bytes())
@@ -244,6 +255,7 @@ def build_node(base: str, force: bool = False) -> str:
         (ctx / "nvidia-smi").write_text(WRAPPER.format(name="nvidia-smi", module="cli"))
         (ctx / "dgxops-sim").write_text(WRAPPER.format(name="dgxops-sim", module="admin"))
         (ctx / "dgxops-sim-boot.service").write_text(BOOT_UNIT)
+        (ctx / "dgxops-sim-pid1").write_text(PID1)
         build_repos(ctx)
         (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base))
         proc = docker("build", "-q", "-t", tag, "-t", NODE_REPO + ":latest", str(ctx), check=False)

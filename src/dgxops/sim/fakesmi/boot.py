@@ -156,8 +156,12 @@ def _write(p, text, mode=0o644):
 
 
 def new_boot_id(real=True):
-    boot_id = str(uuid.uuid4())
+    """The node's PID 1 (dgxops-sim-pid1) bind-mounted a fresh one before systemd started."""
     target = path(RUN_DIR, "boot_id")
+    if real and _root() == "/" and os.path.exists(target):
+        with open(target) as fh:
+            return fh.read().strip()
+    boot_id = str(uuid.uuid4())
     _write(target, boot_id + "\n", 0o444)
     if real and _root() == "/":
         _mount("--bind", target, "/proc/sys/kernel/random/boot_id")
