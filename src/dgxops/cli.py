@@ -11,6 +11,7 @@
     dgxops check [PLAYBOOK] [-i INV]       check + diff: what would change, changing nothing
     dgxops facts [-i INV]                  fleet GPU table (nodes x GPUs)
     dgxops doctor [-i INV]                 the driver doctor on every node
+    dgxops consistency [-i INV] [--strict] [--save FILE]   outliers per group (exit 5 with --strict)
     dgxops report [-i INV] [--format md|html] [--output FILE] [--run LABEL=RESULT.json ...]
     dgxops advise --prometheus URL | --metrics-file FILE [--json]   findings and fixes per host
 
@@ -110,6 +111,7 @@ def _extravars(items) -> dict:
 
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_ENV = 0, 1, 2, 3, 4
+EXIT_INCONSISTENT = 5  # dgxops consistency --strict: a node differs from its group
 
 
 def _exit_code(result) -> int:
@@ -203,8 +205,12 @@ def cmd_report(args) -> int:
             raise SystemExit("--run %r: use LABEL=RESULT.json (from `dgxops run --json`)" % item)
         with open(path) as fh:
             runs.append((label, json.load(fh)))
+    consistency = None
+    if args.consistency:
+        with open(args.consistency) as fh:
+            consistency = json.load(fh)
     result = _run(args, "playbooks/facts.yml")
-    text = markdown_report(result.facts, runs)
+    text = markdown_report(result.facts, runs, consistency=consistency)
     if args.html:
         Path(args.html).write_text(html_report(text))
     if args.format == "html":
@@ -219,6 +225,31 @@ def cmd_report(args) -> int:
     else:
         print("report written to %s" % args.output)
     return _exit_code(result)
+
+
+def cmd_consistency(args) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dgxops-consistency-") as tmp:
+        out = os.path.join(tmp, "consistency.json")
+        result = _run(args, "playbooks/consistency.yml", extravars={"dgxops_consistency_report": out})
+        data = json.loads(Path(out).read_text()) if os.path.exists(out) else None
+    if data is None:
+        print(result.summary(), file=sys.stderr)
+        return _exit_code(result) or EXIT_FAILED
+    if args.save:
+        Path(args.save).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.save).write_text(json.dumps(data, indent=2))
+    if args.json:
+        print(json.dumps(dict(data, run={"status": result.status, "rc": result.rc}), indent=2, default=str))
+    else:
+        if not args.quiet:
+            print()
+        print("\n".join(data.get("text") or []))
+    code = _exit_code(result)
+    if code == EXIT_OK and args.strict and not data.get("consistent"):
+        return EXIT_INCONSISTENT
+    return code
 
 
 def cmd_advise(args) -> int:
@@ -307,7 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("--output", "-o")
     p_report.add_argument("--html", help="also write the report as a self-contained HTML page to this file")
     p_report.add_argument("--run", action="append", help="LABEL=RESULT.json from `dgxops run --json`, shown in the report")
+    p_report.add_argument("--consistency", help="CONSISTENCY.json from `dgxops consistency --save`, shown in the report")
     p_report.set_defaults(func=cmd_report)
+
+    p_cons = sub.add_parser("consistency", help="fleet consistency: driver, CUDA, NCCL, kernel, GPUs, VBIOS, topology, "
+                                                "MIG layout and managed files compared per group")
+    playbook_args(p_cons, playbook=False)
+    p_cons.add_argument("--strict", action="store_true", help="exit 5 when a node differs from its group")
+    p_cons.add_argument("--save", help="also write the result as JSON (for `dgxops report --consistency`)")
+    p_cons.set_defaults(func=cmd_consistency)
 
     p_advise = sub.add_parser("advise", help="bottleneck advisor: findings and fixes per host from Prometheus or a metrics file")
     p_advise.add_argument("--prometheus", help="Prometheus base URL on the loopback, e.g. http://127.0.0.1:9090")

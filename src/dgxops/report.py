@@ -31,7 +31,6 @@ def gpu_rows(facts_by_host: dict[str, dict]) -> list[dict]:
         smi = (facts_by_host[host] or {}).get("nvidia_smi") or {}
         health = smi.get("health") or {}
         gpus = smi.get("gpus") or []
-        mig = smi.get("mig") or {}
         if not gpus:
             rows.append({"host": host, "driver": smi.get("driver_version"), "gpu": None,
                          "health": "ok" if health.get("ok") else (health.get("reason") or "no GPU facts")})
@@ -39,25 +38,23 @@ def gpu_rows(facts_by_host: dict[str, dict]) -> list[dict]:
         for gpu in gpus:
             row = {"host": host, "driver": smi.get("driver_version"), "gpu": gpu,
                    "health": "ok" if health.get("ok", True) else (health.get("reason") or "unhealthy")}
-            instances = _mig_instances(mig, gpu.get("index"))
+            instances = _mig_instances(gpu)
             row["mig_instances"] = instances
             rows.append(row)
     return rows
 
 
-def _mig_instances(mig: dict, index) -> str | None:
-    per_gpu = mig.get("gpus") if isinstance(mig, dict) else None
-    if not isinstance(per_gpu, list):
+def _mig_instances(gpu: dict) -> str | None:
+    """``2 x 3g.40gb, 1 x 1g.10gb`` from the facts module's ``gpus[].mig_instances`` (parsed
+    ``nvidia-smi mig -lgi`` rows: name, profile_id, instance_id, placement)."""
+    instances = gpu.get("mig_instances") if isinstance(gpu, dict) else None
+    if not instances:
         return None
-    for entry in per_gpu:
-        if entry.get("index") == index:
-            names = [gi.get("profile_name") or gi.get("name") for gi in entry.get("gpu_instances", [])]
-            if names:
-                counts: dict[str, int] = {}
-                for n in names:
-                    counts[str(n)] = counts.get(str(n), 0) + 1
-                return ", ".join("%d x %s" % (c, n) for n, c in sorted(counts.items()))
-    return None
+    counts: dict[str, int] = {}
+    for inst in instances:
+        name = str(inst.get("name") or "profile %s" % inst.get("profile_id"))
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join("%d x %s" % (c, n) for n, c in sorted(counts.items()))
 
 
 def gpu_table(facts_by_host: dict[str, dict]) -> str:
@@ -88,7 +85,31 @@ def _host_summary(facts_by_host: dict[str, dict]) -> list[list[str]]:
 HOST_HEADER = ["host", "family", "GPUs", "driver", "kernel module", "NVSwitch", "MIG capable", "health"]
 
 
-def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (), title: str = "DGX fleet report") -> str:
+def consistency_section(result: dict) -> list[str]:
+    """Markdown lines for a fleet consistency result (``dgxops consistency --save``)."""
+    md = ["## Consistency", "", "**%s**" % ("consistent" if result.get("consistent") else
+                                          "%d node(s) differ from their group" % result.get("outlier_count", 0)), ""]
+    rows = []
+    for group, g in sorted((result.get("groups") or {}).items()):
+        ref = g.get("reference") or {}
+        rows.append([group, str(len(g.get("hosts") or [])), _fmt(ref.get("driver_version")), _fmt(ref.get("driver_flavour")),
+                     _fmt(ref.get("cuda_version")), _fmt(ref.get("nccl_version")), _fmt(ref.get("kernel")),
+                     _fmt(ref.get("mig_layout")), ", ".join(sorted(g.get("outliers") or {})) or "none"])
+    md += [_md_table(["group", "nodes", "driver", "flavour", "CUDA", "NCCL", "kernel", "MIG", "outliers"], rows), ""]
+    out = []
+    for group, g in sorted((result.get("groups") or {}).items()):
+        for host, fields in sorted((g.get("outliers") or {}).items()):
+            for field, d in sorted(fields.items()):
+                what = ", ".join(d.get("differs") or []) if field == "files" else "%s (group: %s)" % (
+                    _fmt(d.get("value")), _fmt(d.get("expected")))
+                out.append([host, group, d.get("title", field), what])
+    if out:
+        md += [_md_table(["host", "group", "differs in", "value"], out), ""]
+    return md
+
+
+def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (), title: str = "DGX fleet report",
+                    consistency: dict | None = None) -> str:
     """``runs``: (label, RunResult.as_dict()) pairs, e.g. first converge and idempotent rerun."""
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     md = ["# %s" % title, "", "Generated %s for %d host(s)." % (now, len(facts_by_host)), ""]
@@ -99,6 +120,8 @@ def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, di
         gpu = row["gpu"] or {}
         gpu_cells.append([row["host"]] + [_fmt(gpu.get(k)) for k, _t in GPU_COLUMNS] + [_fmt(row.get("mig_instances"))])
     md += ["## GPUs", "", _md_table(gpu_header, gpu_cells), ""]
+    if consistency:
+        md += consistency_section(consistency)
     for label, run in runs:
         md += ["## Run: %s" % label, "",
                "status **%s**, rc %s, %d change(s), %d failure(s)" % (run["status"], run["rc"], run["changed"], len(run["failures"])), ""]

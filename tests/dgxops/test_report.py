@@ -1,4 +1,8 @@
-"""Fleet table and report rendering from facts shaped like the facts module's output."""
+"""Fleet table and report rendering from facts shaped like the facts module's output.
+
+The MIG shape (``gpus[].mig_instances``: parsed ``nvidia-smi mig -lgi`` rows) is the one
+tests/unit/plugins/modules/test_nvidia_smi_facts.py::test_all_subsets_mig_capture pins on a real
+capture; tests/fleet checks the column against the module's output on a simulated node."""
 
 from dgxops import report
 
@@ -8,11 +12,14 @@ FACTS = {
                               "health": {"ok": True, "reason": None},
                               "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
                                         "power_limit_w": 700.0, "power_max_limit_w": 700.0, "persistence_mode": True,
-                                        "mig_mode_current": "Enabled"},
+                                        "mig_mode_current": "Enabled",
+                                        "mig_instances": [{"name": "1g.10gb", "profile_id": 19, "instance_id": 7 + i,
+                                                           "placement_start": i, "placement_size": 1} for i in range(6)]
+                                        + [{"name": "2g.20gb", "profile_id": 14, "instance_id": 3,
+                                            "placement_start": 6, "placement_size": 2}]},
                                        {"index": 1, "name": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
                                         "power_limit_w": 500.0, "power_max_limit_w": 700.0, "persistence_mode": False,
-                                        "mig_mode_current": "Disabled"}],
-                              "mig": {"gpus": [{"index": 0, "gpu_instances": [{"profile_name": "1g.10gb"}] * 7}]}}},
+                                        "mig_mode_current": "Disabled", "mig_instances": []}]}},
     "node-a": {"nvidia_smi": {"driver_version": None, "gpus": [],
                               "health": {"ok": False, "reason": "driver not loaded"}}},
 }
@@ -22,7 +29,7 @@ def test_gpu_rows_one_per_gpu_and_one_for_a_broken_host():
     rows = report.gpu_rows(FACTS)
     assert [(r["host"], (r["gpu"] or {}).get("index")) for r in rows] == [("node-a", None), ("node-b", 0), ("node-b", 1)]
     assert rows[0]["health"] == "driver not loaded"
-    assert rows[1]["mig_instances"] == "7 x 1g.10gb"
+    assert rows[1]["mig_instances"] == "6 x 1g.10gb, 1 x 2g.20gb"
     assert rows[2]["mig_instances"] is None
 
 
