@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on its embedded default, the simulated fleet: set everything up from nothing,
-# start a small simulated DGX fleet (2 x DGX A100, 1 x DGX H100, 1 x DGX Spark), run site.yml
-# through the dgxops wrapper, run it again to show that nothing changes, and print the fleet
-# report.
+# start a small simulated DGX fleet (2 x DGX A100, 1 x DGX H100, 1 x DGX Spark), run the whole
+# site.yml through the dgxops wrapper (every area, the driver included: nodes whose driver
+# settings change reboot for real and come back with the driver loaded), run it again to show
+# that nothing changes, check that every group of nodes is consistent, and print the fleet report.
 #   scripts/demo.sh                                  the default fleet "dgxsim"
 #   DGXOPS_LAYOUT=dgx-h200=4,dgx-spark=2 scripts/demo.sh
 #   scripts/demo.sh --down                           remove the simulated fleet
@@ -38,8 +39,12 @@ if changed or not run["ok"]:
 print("second run: changed=0 on all %d hosts" % len(run["hosts"]))
 PY
 
+echo; echo "== fleet consistency (guide 001 section 4.2: same driver, NCCL, topology per group)"
+dgxops consistency -i inventories/simulated/hosts.yml -q --strict --save "$OUT/consistency.json"
+
 echo; echo "== fleet report (also written to .cache/demo/report.html)"
 dgxops report -i inventories/simulated/hosts.yml -q --html "$OUT/report.html" \
-  --run "first converge=$OUT/first.json" --run "idempotent rerun=$OUT/second.json"
+  --run "first converge=$OUT/first.json" --run "idempotent rerun=$OUT/second.json" \
+  --consistency "$OUT/consistency.json"
 echo
 echo "The simulated fleet keeps running (dgxops sim ls); scripts/demo.sh --down removes it."

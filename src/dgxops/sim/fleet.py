@@ -44,7 +44,7 @@ SYSTEMD_RUN_FLAGS = [
     "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--cap-add", "SYS_BOOT",
     "--security-opt", "seccomp=unconfined", "--cgroupns=host",
     "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock",
+    "--tmpfs", "/run", "--tmpfs", "/run/lock", "--tmpfs", "/tmp:mode=1777",
     "-e", "container=docker", "--network", "none",
 ]
 

@@ -69,6 +69,7 @@ RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim /usr/local/sbin/dg
       sys-kernel-config.mount sys-kernel-debug.mount sys-kernel-tracing.mount \\
       getty.target console-getty.service \\
  && systemctl enable dgxops-sim-boot.service \\
+ && printf 'd /tmp 1777 root root -\\n' > /etc/tmpfiles.d/tmp.conf \\
  && mv /etc/apt/sources.list /etc/apt/sources.list.offline \\
  && printf 'Types: deb\\nURIs: file:/srv/dgxops-monitoring-repo/debian/\\nSuites: /\\nTrusted: yes\\n' \\
       > /etc/apt/sources.list.d/distribution-standin.sources \\
@@ -80,6 +81,9 @@ LABEL org.dgxops.role=sim-node
 """
 
 # systemd-logind stays: `shutdown -r` (ansible.builtin.reboot) asks it to reboot.
+# /tmp is a tmpfs, new at each container start (docker run --tmpfs), and systemd-tmpfiles does not
+# empty it again at boot: docker exec answers before the boot is over (sshd on a real node starts
+# after that cleanup), and a module running then would lose its payload in /tmp.
 BOOT_UNIT = """\
 [Unit]
 Description=dgxops simulated node boot: boot id, booted kernel, Secure Boot, driver load, GPU reboot semantics
