@@ -258,3 +258,23 @@ def test_boot_units_reapply_power_and_mig_after_a_real_reboot(boot_fleet):
     data = json.loads(node(name, "cat", "/tmp/dgxops-facts.json").stdout)
     rows = gpu_rows({name: {"nvidia_smi": data}})
     assert {r["mig_instances"] for r in rows} == {"7 x 1g.10gb"}
+
+
+def test_secure_boot_is_detected_and_the_documented_choice_holds(boot_fleet):
+    name, inventory, _inv_dir = boot_fleet
+    reboot = os.path.join(ROOT, "tests", "fleet", "plays", "reboot.yml")
+    node(name, "dgxops-sim", "secure-boot", "on")
+    assert playbook(inventory, reboot, "--limit", name).returncode == 0
+    # an unsigned DKMS module under Secure Boot: the node comes back without its driver
+    assert loaded_driver(name) is None
+    # the role's choice 1: fail before changing anything
+    strict = playbook(inventory, "playbooks/driver.yml", "--limit", name, "-e", '{"nvidia_driver_fail_on_secure_boot": true}')
+    assert strict.returncode != 0
+    assert "nvidia_driver_fail_on_secure_boot: Secure Boot is enabled on %s" % name in " ".join(strict.stdout.split())
+    assert recap(strict.stdout)[name]["changed"] == 0
+    # choice 2: enrol a MOK key for DKMS (done by the operator at the console), then the module loads
+    node(name, "dgxops-sim", "secure-boot", "enroll-mok")
+    proc = playbook(inventory, "playbooks/driver.yml", "--limit", name)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "WARNING: Secure Boot is enabled on %s" % name in " ".join(proc.stdout.split())
+    assert loaded_driver(name) == ("580.95.05", "open")

@@ -194,8 +194,25 @@ def publish_efivar(state, real=True):
         fh.write(bytes([6, 0, 0, 0, 1 if fw.get("secure_boot") else 0]))
 
 
+def resolve_own_name(real=True):
+    """The node resolves its own name, as a real one does (sudo warns otherwise); Docker's
+    /etc/hosts of a --network none container lacks it."""
+    hosts = path("etc/hosts")
+    name = os.uname().nodename
+    try:
+        with open(hosts) as fh:
+            text = fh.read()
+    except OSError:
+        text = ""
+    if not re.search(r"(?m)^\S+\s+(.*\s)?%s(\s|$)" % re.escape(name), text):
+        with open(hosts, "a") as fh:
+            fh.write("127.0.1.1\t%s\n" % name)
+
+
 def boot(real=True, first=False):
     """Run the boot of a node; returns a summary dict. ``first``: the state was just created."""
+    if real and _root() == "/":
+        resolve_own_name()
     summary = {"boot_id": new_boot_id(real), "kernel": booted_kernel()}
     _write(path(RUN_DIR, "kernel"), summary["kernel"] + "\n")
     with Store(write=True, create=False) as st:
