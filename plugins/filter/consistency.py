@@ -12,7 +12,7 @@ name: fleet_consistency
 short_description: Compare driver, CUDA, NCCL, kernel, GPUs, VBIOS, topology, MIG layout and managed files per group
 version_added: 0.2.0
 description:
-  - Input is a dict host -> C({"facts": ansible_facts, "fingerprint": node_fingerprint result, "group": name}).
+  - "Input is a dict host -> C({'facts': ansible_facts, 'fingerprint': node_fingerprint result, 'group': name})."
   - Within each group the value most nodes share is the reference; every node that differs is reported with what differs.
   - Returns C(consistent), C(outlier_count), C(groups) (per group C(hosts), C(reference), C(outliers)) and C(text) (report lines).
 options:
