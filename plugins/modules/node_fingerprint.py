@@ -47,7 +47,7 @@ attributes:
     description: Nothing to diff.
     support: none
 author:
-  - dgxops maintainers
+  - dgxops maintainers (@dgxops)
 """
 
 EXAMPLES = r"""
