@@ -100,6 +100,11 @@ def _bit(mask_metric, bit):
 _CER = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
 _XID = "DCGM_FI_DEV_XID_ERRORS"
 _XID_FATAL_EXPR = " or ".join("%s == %d" % (_XID, x) for x in FATAL_XIDS)
+# DCGM_FI_DEV_XID_ERRORS is a last-value gauge: it keeps the last XID until the driver reloads or the
+# exporter restarts, so an alert on its value fires forever after one XID. The XID rules fire only
+# while a new XID is recent: the value changed within the window, or the series itself is new.
+XID_WINDOW = "15m"
+_XID_RECENT = "(changes(%s[%s]) > 0 or (%s unless %s offset %s))" % (_XID, XID_WINDOW, _XID, _XID, XID_WINDOW)
 
 
 @dataclass(frozen=True)
@@ -223,7 +228,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuXidFatal", severity="critical", for_="0m",
-        expr=_XID_FATAL_EXPR,
+        expr="(%s) and %s" % (_XID_FATAL_EXPR, _XID_RECENT),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
         fix="Drain the node, save `nvidia-bug-report.sh`, reset the GPU (or reboot) and run "
             "`dcgmi diag -r 3` before returning it to service; an XID that comes back needs an RMA.",
@@ -234,7 +239,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuXidError", severity="warning", for_="0m",
-        expr="%s > 0 unless (%s)" % (_XID, _XID_FATAL_EXPR),
+        expr="(%s > 0 unless (%s)) and %s" % (_XID, _XID_FATAL_EXPR, _XID_RECENT),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
         fix="Usually the application's fault (bad memory access, killed kernel): check the job's logs at "
             "that time; the GPU keeps working. Recurring XIDs across jobs on one GPU point to hardware.",
@@ -562,9 +567,15 @@ def _fmt_metric(v, kind):
     return _go_float(v)
 
 
+# dcgm-exporter's host label: `Hostname` today, `hostname` in the releases that rename it; both
+# are read (dcgm-exporter issue/PR renaming the label, checked 2026-12-03).
+HOST_LABELS = ("host", "Hostname", "hostname")
+
+
 def host_of(labels: dict) -> str:
-    """The host a series belongs to: the scrape config's `host` label, DCGM's `Hostname`, the instance."""
-    for key in ("host", "Hostname"):
+    """The host a series belongs to: the scrape config's `host` label, DCGM's `Hostname` (or the
+    renamed `hostname`), the instance."""
+    for key in HOST_LABELS:
         if labels.get(key):
             return labels[key]
     inst = labels.get("instance", "")
@@ -645,7 +656,7 @@ def _query(base: str, promql: str, timeout: float) -> list:
 def advise_prometheus(url: str, rules=RULES, timeout: float = 10.0) -> Advice:
     base = check_loopback(url)
     hosts: dict = {}
-    for labels, _ in _query(base, 'count by (host, Hostname, instance) ({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
+    for labels, _ in _query(base, 'count by (host, Hostname, hostname, instance) ({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
                                   'DCGM_FI_PROF_SM_ACTIVE|node_cpu_seconds_total|dgxops_collector_last_success_timestamp_seconds"})',
                             timeout):
         hosts.setdefault(host_of(labels), [])
@@ -710,7 +721,7 @@ def advise_metrics_text(text: str, source: str = "metrics file", default_host: s
     series: list = []
     hosts: dict = {}
     for name, labels, value in samples:
-        if default_host and not (labels.get("host") or labels.get("Hostname")):
+        if default_host and not any(labels.get(k) for k in HOST_LABELS):
             labels = dict(labels, host=default_host)
         hosts.setdefault(host_of(labels), [])
         if name.startswith("DCGM_FI_") and ("gpu" in labels or "UUID" in labels):

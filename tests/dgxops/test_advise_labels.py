@@ -1,0 +1,20 @@
+"""dgxops.advise reads the host from dcgm-exporter's `Hostname` label and from the renamed `hostname`."""
+import pytest
+
+from dgxops import advise
+
+
+@pytest.mark.parametrize("label", ["Hostname", "hostname"])
+def test_host_label_old_and_renamed(label):
+    labels = 'gpu="0",UUID="GPU-x",modelName="NVIDIA H100 80GB HBM3",%s="node-7"' % label
+    text = ("DCGM_FI_DEV_XID_ERRORS{%s} 79\nDCGM_FI_DEV_GPU_UTIL{%s} 98\nDCGM_FI_DEV_FB_USED{%s} 100\n"
+            % (labels, labels, labels))
+    result = advise.advise_metrics_text(text)
+    assert list(result.hosts) == ["node-7"]
+    assert [f.rule for f in result.hosts["node-7"]] == ["DgxGpuXidFatal"]
+
+
+def test_host_of_prefers_the_scrape_host_then_either_dcgm_label():
+    assert advise.host_of({"host": "a", "hostname": "b"}) == "a"
+    assert advise.host_of({"hostname": "b", "instance": "c:9400"}) == "b"
+    assert advise.host_of({"Hostname": "d", "instance": "c:9400"}) == "d"
