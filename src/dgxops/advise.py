@@ -43,7 +43,18 @@ from dataclasses import dataclass, field
 # PCIe: usable bytes per second per lane is 8 GT/s x 128/130 / 8 bits = 0.985 GB/s at Gen3 and
 # doubles each generation (Gen4 1.97, Gen5 3.94 GB/s). Gen6 (FLIT mode) is ~4 % lower than this
 # formula gives; Gen1/2 (8b/10b) do not occur on data-centre GPUs.
+# Deprecated DCGM field names -> the current name (NVIDIA/DCGM dcgmlib/dcgm_fields.h, read
+# 2026-12-03: "#define DCGM_FI_DEV_CLOCK_THROTTLE_REASONS DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+# "Deprecated: Use DCGM_FI_DEV_CLOCKS_EVENT_REASONS instead"). The rules and the role's field list
+# use the current names; an exporter of an older DCGM (or a field list) that still emits the old
+# name keeps working: the rules read both through a recording rule, the file mode maps the name.
+FIELD_ALIASES = {
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+}
+
 RECORDING = {
+    "dgxops:gpu_clocks_event_reasons":
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS or DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
     "dgxops:gpu_sm_active:avg5m": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[5m])",
     "dgxops:gpu_dram_active:avg5m": "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[5m])",
     "dgxops:gpu_util:avg5m": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])",
@@ -98,6 +109,7 @@ def _bit(mask_metric, bit):
 
 
 _CER = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+_CER_Q = "dgxops:gpu_clocks_event_reasons"   # what the expressions read: current or deprecated name
 _XID = "DCGM_FI_DEV_XID_ERRORS"
 _XID_FATAL_EXPR = " or ".join("%s == %d" % (_XID, x) for x in FATAL_XIDS)
 # DCGM_FI_DEV_XID_ERRORS is a last-value gauge: it keeps the last XID until the driver reloads or the
@@ -188,7 +200,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuThermalThrottling", severity="warning", for_="5m",
-        expr="%s and (floor(%s / 32) %% 4 > 0)" % (_CER, _CER),
+        expr="%s and (floor(%s / 32) %% 4 > 0)" % (_CER_Q, _CER_Q),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} is slowing its clocks for temperature "
                 "(clocks event reasons {{ $value }})",
         fix="Check the cooling: fan/airflow and inlet temperature of the chassis, blocked filters, and the "
@@ -201,7 +213,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuHardwareSlowdown", severity="critical", for_="1m",
-        expr="%s and ((%s) or (%s))" % (_CER, _bit(_CER, 8), _bit(_CER, 128)),
+        expr="%s and ((%s) or (%s))" % (_CER_Q, _bit(_CER_Q, 8), _bit(_CER_Q, 128)),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }}: hardware slowdown or power brake active "
                 "(clocks event reasons {{ $value }})",
         fix="The board or the node's power delivery is forcing the clocks down: check the power supplies and "
@@ -214,7 +226,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuPowerCapped", severity="info", for_="15m",
-        expr="%s and (%s)" % (_CER, _bit(_CER, 4)),
+        expr="%s and (%s)" % (_CER_Q, _bit(_CER_Q, 4)),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} is held at its software power limit "
                 "(clocks event reasons {{ $value }})",
         fix="Compare the enforced power limit with the GPU's default (dashboard 'Power'): a limit set below "
@@ -394,7 +406,8 @@ def metrics_used() -> set:
     names = set()
     for text in list(RECORDING.values()) + [r.expr for r in RULES]:
         names.update(re.findall(r"(?<![:\w])((?:DCGM_FI|node|dgxops)_[A-Za-z0-9_]+)\b", text))
-    return names
+    # a deprecated alias is read only as a fallback for older exporters: the field is the current one
+    return {FIELD_ALIASES.get(n, n) for n in names}
 
 
 def rules_document() -> dict:
@@ -726,7 +739,10 @@ def advise_metrics_text(text: str, source: str = "metrics file", default_host: s
         hosts.setdefault(host_of(labels), [])
         if name.startswith("DCGM_FI_") and ("gpu" in labels or "UUID" in labels):
             entry = gpus.setdefault(_gpu_key(labels), {"labels": {k: v for k, v in labels.items()}, "values": {}})
-            entry["values"][name] = value
+            if name in FIELD_ALIASES:   # the deprecated name, unless the current one is there too
+                entry["values"].setdefault(FIELD_ALIASES[name], value)
+            else:
+                entry["values"][name] = value
         else:
             series.append((name, labels, value))
     not_evaluated = []

@@ -456,3 +456,25 @@ def test_xid_alerts_fire_on_a_new_xid_and_clear_when_it_is_old(tmp_path):
                                          "tests": [test]}, sort_keys=False))
     proc = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+
+
+def test_clock_rules_fire_on_the_deprecated_field_name_too(tmp_path):
+    """An older exporter still emits DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (a deprecated alias of
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS in dcgm_fields.h): the thermal rule must fire on it as well."""
+    rule = _rule("DgxGpuThermalThrottling")
+    old = dict(_labels("old-node"))
+    new = dict(_labels("new-node"))
+    series = [_series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", old, "64x30"),
+              _series("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", new, "64x30")]
+    alerts = []
+    for host in ("new-node", "old-node"):
+        labels = _expected_labels(rule, host, False, {})
+        alerts.append({"exp_labels": labels, "exp_annotations": {
+            "summary": advise.render(rule.summary, labels, 64), "fix": rule.fix, "source": rule.source}})
+    test = {"name": "clock-alias", "interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": "10m", "alertname": rule.name, "exp_alerts": alerts}]}
+    test_file = tmp_path / "alias.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [RULES_FILE], "evaluation_interval": "1m",
+                                         "tests": [test]}, sort_keys=False))
+    proc = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
