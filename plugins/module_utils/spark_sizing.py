@@ -106,6 +106,71 @@ def shuffle_partitions(cluster_gpus, concurrent):
     return max(1, int(cluster_gpus) * int(concurrent))
 
 
+# Unified memory (DGX Spark / GB10, Grace): the GPU allocates from the same LPDDR5x the JVM lives in,
+# and CUDA reports the whole system memory as the GPU's.  The guide's executor memory
+# (GPU memory x 1.2 + 2) would then count the same bytes twice: heap ~ GPU pool ~ all memory.
+UNIFIED_OS_RESERVE_MIN_GIB = 8   # kept for the OS, the driver and page cache
+UNIFIED_OS_RESERVE_DEN = 8       # ... or 1/8 of the memory, whichever is larger
+UNIFIED_GPU_SHARE_DEN = 2        # the RAPIDS pool gets half of the rest, the executor the other half
+
+
+def unified_split(host_memory_mib, pinned_gib, direct_memory_gib=0, gpu_budget_mib=None):
+    """Split one shared memory pool between the OS, the RAPIDS GPU pool and one executor JVM.
+
+    Returns (reserve_gib, gpu_pool_gib, heap_gib, overhead_gib) with
+    reserve + gpu_pool + heap + overhead <= total: every byte is counted once.
+    """
+    total_gib = int(host_memory_mib) // MIB_PER_GIB
+    reserve = max(UNIFIED_OS_RESERVE_MIN_GIB, total_gib // UNIFIED_OS_RESERVE_DEN)
+    usable = max(0, total_gib - reserve)
+    if gpu_budget_mib:
+        gpu_pool = min(int(gpu_budget_mib) // MIB_PER_GIB, usable)
+    else:
+        gpu_pool = usable // UNIFIED_GPU_SHARE_DEN
+    host_side = usable - gpu_pool
+    heap = 0
+    # largest heap with heap + pinned + max(ceil(heap / 10), direct) <= host_side
+    for candidate in range(host_side, 0, -1):
+        if candidate + int(pinned_gib) + max(-(-candidate // 10), int(direct_memory_gib)) <= host_side:
+            heap = candidate
+            break
+    overhead = int(pinned_gib) + max(-(-heap // 10), int(direct_memory_gib)) if heap else 0
+    return reserve, gpu_pool, heap, overhead
+
+
+def size_unified(host_memory_mib, cpus_per_node=None, cluster_nodes=1, direct_memory_gib=0,
+                 gpu_budget_mib=None):
+    """Sizing for a single-GPU unified-memory node (DGX Spark / GB10)."""
+    total_mib = int(host_memory_mib)
+    pinned = pinned_pool_gib(total_mib, 1)
+    reserve, gpu_pool, heap, overhead = unified_split(total_mib, pinned, direct_memory_gib, gpu_budget_mib)
+    result = size(1, max(gpu_pool, 1) * MIB_PER_GIB, cpus_per_node=cpus_per_node, host_memory_mib=total_mib,
+                  cluster_nodes=cluster_nodes)
+    total_gib = total_mib // MIB_PER_GIB
+    # allocFraction is a fraction of what CUDA reports as the GPU's memory: the whole pool here.
+    fraction = "%.4f" % (float(gpu_pool) / total_gib) if total_gib else "0"
+    fraction = fraction.rstrip("0").rstrip(".")
+    result.update({
+        "unified_memory": True,
+        "unified_total_gib": total_gib,
+        "unified_os_reserve_gib": reserve,
+        "gpu_pool_gib": gpu_pool,
+        "gpu_alloc_fraction": fraction,
+        "executor_memory_gib": heap,
+        "executor_memory": "%dg" % heap,
+        "pinned_pool_gib": pinned,
+        "pinned_pool": "%dg" % pinned,
+        "memory_overhead_gib": overhead,
+        "memory_overhead": "%dg" % overhead,
+        "node_memory_needed_gib": heap + overhead + gpu_pool,
+        "formula": "unified memory: %d GiB shared by GPU and host, %d GiB kept for the OS, RAPIDS pool %d GiB "
+                   "(allocFraction %s), executor heap %dg + overhead %dg; the guide's GPU memory x 1.2 + 2 is not "
+                   "applied (it would count the GPU's bytes twice)"
+                   % (total_gib, reserve, gpu_pool, fraction, heap, overhead),
+    })
+    return result
+
+
 def size(gpus_per_node, gpu_memory_mib, cpus_per_node=None, host_memory_mib=None,
          cluster_nodes=1):
     """All computed values for one node, as a dict of plain ints/strings.

@@ -28,6 +28,8 @@ import re
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
 _DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
+# The node's DCGM host engine (nv-hostengine of nvidia-dcgm.service listens on localhost:5555).
+DCGM_HOSTENGINE = "localhost:5555"
 _PKG_RE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 _DRIVER_RE = re.compile(r"^[0-9]{3}(\.[0-9]{1,3}(\.[0-9]{1,3})?)?$")
 _FPR_RE = re.compile(r"^[0-9A-F]{40}$")
@@ -209,8 +211,13 @@ def validate(config):
         _abs_path(result, "monitoring_dcgm_exporter_binary", get("monitoring_dcgm_exporter_binary"))
         interval_ms = _int(result, "monitoring_dcgm_exporter_interval_ms", get("monitoring_dcgm_exporter_interval_ms", 10000),
                            100, 3600000)
+        # -r: use the node's DCGM host engine (nvidia-dcgm, port 5555) instead of starting an embedded
+        # one beside it: two host engines fight over the profiling metrics, a system-wide lock before
+        # Hopper, so dcgmi profiling and Nsight Compute would fail (dcgm-exporter README, read 2026-12-03:
+        # "-r, --remote-hostengine-info ... Connect to remote hostengine at <HOST>:<PORT>").
         norm["dcgm_exporter_args"] = ["-a", norm.get("dcgm_exporter_listen", ""), "-c", str(interval_ms),
-                                      "-f", "/etc/dgxops/monitoring/dcgm-counters.csv"]
+                                      "-f", "/etc/dgxops/monitoring/dcgm-counters.csv",
+                                      "-r", DCGM_HOSTENGINE]
 
         if _bool(get("monitoring_dcgm_repo_manage", False)):
             url = str(get("monitoring_dcgm_repo_url", "") or "")

@@ -50,6 +50,17 @@ DEBUG_SUBSYSTEMS = ("INIT", "COLL", "P2P", "SHM", "NET", "GRAPH", "TUNING", "ENV
                     "ALLOC_HOST", "CALL", "PROXY", "NVLS", "BOOTSTRAP", "REG", "PROFILE",
                     "RAS", "DESTROY", "ALL")
 PATH_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
+# What ncclGetLevel (src/graph/paths.cc) accepts for NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL: the path
+# type names of topoPathTypeStr up to SYS (LOC NVL NVB C2C PIX PXB PXN P2C PHB SYS; NET and DIS are
+# not levels) and the legacy integers 0-5 (0 LOC, 1 PIX, 2 PXB, 3 PHB, 4/5 SYS). NCCL 2.32 source,
+# read 2026-12-03.
+PATH_LEVEL_NAMES = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "SYS")
+PATH_LEVEL_INTS = (0, 1, 2, 3, 4, 5)
+# NCCL's MAXCHANNELS (src/include/device.h): the channel count limit.
+MAX_CHANNELS = 64
+# NCCL_SOCKET_NTHREADS rendered beside a lone NCCL_NSOCKS_PERTHREAD (NCCL's suggestion for
+# generic 100G networks is 4 threads); capped so that threads x sockets <= MAX_SOCKETS.
+DEFAULT_SOCKET_THREADS = 4
 
 _NAME_RE = re.compile(r"^NCCL_[A-Z0-9_]+$")
 _ENV_NAME_RE = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -128,7 +139,8 @@ KNOWN = {
     "NCCL_SOCKET_RETRY_CNT": _int(1),
     "NCCL_SOCKET_RETRY_SLEEP_MSEC": _int(1),
     "NCCL_SOCKET_POLL_TIMEOUT_MSEC": _int(0),
-    "NCCL_SOCKET_NTHREADS": _int(1, MAX_SOCKET_THREADS),
+    # 0 = NCCL's automatic choice (which is 0 threads, so no effect, on ordinary NICs)
+    "NCCL_SOCKET_NTHREADS": _int(0, MAX_SOCKET_THREADS),
     "NCCL_NSOCKS_PERTHREAD": _int(1, MAX_SOCKETS),
     "NCCL_CROSS_NIC": _int(choices=(0, 1, 2)),
     "NCCL_IB_HCA": {"type": "hcalist"},
@@ -185,19 +197,19 @@ KNOWN = {
     "NCCL_GRAPH_FILE": {"type": "xmlpath"},
     "NCCL_GRAPH_DUMP_FILE": {"type": "path"},
     "NCCL_P2P_DISABLE": BOOL01,
-    "NCCL_P2P_LEVEL": _enum(*PATH_LEVELS, case=True),
+    "NCCL_P2P_LEVEL": {"type": "pathlevel"},
     "NCCL_P2P_DIRECT_DISABLE": BOOL01,
     "NCCL_SHM_DISABLE": BOOL01,
     "NCCL_BUFFSIZE": _int(1),
     "NCCL_NTHREADS": _int(choices=(64, 128, 256, 512)),
-    "NCCL_MAX_NCHANNELS": _int(1),
-    "NCCL_MIN_NCHANNELS": _int(1, 32),
+    "NCCL_MAX_NCHANNELS": _int(1, MAX_CHANNELS),
+    "NCCL_MIN_NCHANNELS": _int(1, MAX_CHANNELS),
     "NCCL_MAX_CTAS": _int(1, 64),
     "NCCL_MIN_CTAS": _int(1, 64),
     "NCCL_CHECK_POINTERS": BOOL01,
     "NCCL_CHECK_MODE": _enum("DEFAULT", "DEBUG_LOCAL", "DEBUG_GLOBAL", case=True),
     "NCCL_LAUNCH_MODE": _enum("PARALLEL", "GROUP", case=True),
-    "NCCL_NET_GDR_LEVEL": _enum(*PATH_LEVELS, case=True),
+    "NCCL_NET_GDR_LEVEL": {"type": "pathlevel"},
     "NCCL_NET_GDR_READ": BOOL01,
     "NCCL_NET_GDR_C2C": BOOL01,
     "NCCL_NET_SHARED_BUFFERS": BOOL01,
@@ -294,6 +306,25 @@ class _Checker:
             self.r.error(var, value, "an integer%s" % _range_text(spec))
             return None
         return str(number)
+
+    def check_pathlevel(self, var, value):
+        """A path type name (case-sensitive) or a legacy integer level, as ncclGetLevel reads them."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = None
+        if text is not None and text in PATH_LEVEL_NAMES:
+            return text
+        if text is not None and _INT_RE.match(text) and int(text) in PATH_LEVEL_INTS:
+            return str(int(text))
+        hint = ""
+        if text is not None and text.upper() in PATH_LEVEL_NAMES:
+            hint = " (case-sensitive: write %s)" % text.upper()
+        self.r.error(var, value, "one of %s, or a legacy level 0-5%s"
+                     % (", ".join(PATH_LEVEL_NAMES), hint))
+        return None
 
     def check_enum(self, var, text, spec):
         choices = spec["choices"]
@@ -407,6 +438,8 @@ class _Checker:
         kind = spec["type"]
         if kind == "int":
             return self.check_int(var, value, spec)
+        if kind == "pathlevel":
+            return self.check_pathlevel(var, value)
         text = self.as_text(var, value, allow_empty=spec.get("empty", False))
         if text is None:
             return None
@@ -551,6 +584,49 @@ def _validate_mca(r, params, var="nccl_mpi_mca_params"):
     return out
 
 
+def _socket_threads(r, settings, sources):
+    """NCCL_NSOCKS_PERTHREAD only works with helper threads: with NCCL_SOCKET_NTHREADS unset (or 0)
+    NCCL picks the thread count itself, and that is 0 on ordinary NICs (only some cloud NICs get
+    more), so the sockets setting is a no-op. Render a thread count that makes it take effect."""
+    nsocks = settings.get("NCCL_NSOCKS_PERTHREAD")
+    nthreads = settings.get("NCCL_SOCKET_NTHREADS")
+    if nsocks is None or (nthreads is not None and int(nthreads) > 0):
+        return
+    threads = max(1, min(DEFAULT_SOCKET_THREADS, MAX_SOCKETS // int(nsocks)))
+    if nthreads is None:
+        settings["NCCL_SOCKET_NTHREADS"] = str(threads)
+        sources["NCCL_SOCKET_NTHREADS"] = "%s (with NCCL_SOCKET_NTHREADS added)" % sources["NCCL_NSOCKS_PERTHREAD"]
+        r.warn("%s=%s without NCCL_SOCKET_NTHREADS does nothing on ordinary NICs (NCCL's automatic "
+               "thread count is 0 there); rendering NCCL_SOCKET_NTHREADS=%d with it (%d x %s = %d "
+               "sockets, limit %d). Set NCCL_SOCKET_NTHREADS yourself to choose another count"
+               % (sources["NCCL_NSOCKS_PERTHREAD"], nsocks, threads, threads, nsocks,
+                  threads * int(nsocks), MAX_SOCKETS))
+    else:
+        r.warn("%s=%s with NCCL_SOCKET_NTHREADS=0 (automatic) does nothing on ordinary NICs, where "
+               "NCCL's automatic thread count is 0; set NCCL_SOCKET_NTHREADS to 1-%d"
+               % (sources["NCCL_NSOCKS_PERTHREAD"], nsocks, MAX_SOCKETS // int(nsocks)))
+
+
+def _check_mca_rules(r, mca, sources):
+    """Open MPI 4.1 rules: btl_tcp_if_include and btl_tcp_if_exclude are mutually exclusive (the TCP
+    BTL disables itself when both are set: btl_tcp_component.c), wherever each one comes from;
+    a btl selection without self breaks messages to the own process."""
+    if "btl_tcp_if_include" in mca and "btl_tcp_if_exclude" in mca:
+        r.error_text("%s.btl_tcp_if_include=%s and %s.btl_tcp_if_exclude=%s are both set; Open MPI "
+                     "disables the TCP BTL when both are given; allowed: only one of them (set the "
+                     "other to null in nccl_mpi_mca_params to drop a profile's value)"
+                     % (sources["btl_tcp_if_include"], mca["btl_tcp_if_include"],
+                        sources["btl_tcp_if_exclude"], mca["btl_tcp_if_exclude"]))
+    btl = mca.get("btl")
+    if btl is not None:
+        names = btl.lstrip("^").split(",")
+        drops_self = ("self" in names) if btl.startswith("^") else ("self" not in names)
+        if drops_self:
+            r.warn("%s.btl=%s leaves out the self BTL, which Open MPI needs for a process's messages to "
+                   "itself; add self (e.g. btl: self,vader,tcp) or do not exclude it"
+                   % (sources["btl"], btl))
+
+
 def _validate_environment(r, env, var="nccl_mpi_environment"):
     out = {}
     if env is None:
@@ -659,6 +735,7 @@ def validate(config):
             % (sources["NCCL_NSOCKS_PERTHREAD"], nsocks, sources["NCCL_SOCKET_NTHREADS"], nthreads,
                int(nthreads) * int(nsocks), MAX_SOCKETS, MAX_SOCKETS, MAX_SOCKETS // int(nthreads),
                MAX_SOCKETS // int(nthreads), nthreads))
+    _socket_threads(r, settings, sources)
     if settings.get("NCCL_DEBUG", "").upper() in ("INFO", "TRACE"):
         r.warn("NCCL_DEBUG=%s fleet-wide makes every NCCL process log at that level; WARN is the "
                "usual fleet setting" % settings["NCCL_DEBUG"])
@@ -709,9 +786,22 @@ def validate(config):
                                         "read by YAML as the decimal number 420)")
 
     mca = {}
-    mca.update(_validate_mca(r, profile.get("mca_params") or {},
-                             "__nccl_profiles.%s.mca_params" % profile_name))
-    mca.update(_validate_mca(r, config.get("nccl_mpi_mca_params")))
+    mca_sources = {}
+    profile_var = "__nccl_profiles.%s.mca_params" % profile_name
+    user_mca = config.get("nccl_mpi_mca_params")
+    removed = set()
+    if isinstance(user_mca, dict):
+        # an explicit null removes a profile's parameter (as in nccl_settings)
+        removed = set(k for k, v in user_mca.items() if v is None)
+        user_mca = dict((k, v) for k, v in user_mca.items() if v is not None)
+    for var, layer in ((profile_var, profile.get("mca_params") or {}), ("nccl_mpi_mca_params", user_mca)):
+        checked = _validate_mca(r, layer, var)
+        for key in checked:
+            if var == profile_var and key in removed:
+                continue
+            mca[key] = checked[key]
+            mca_sources[key] = var
+    _check_mca_rules(r, mca, mca_sources)
     absent = config.get("nccl_mpi_mca_params_absent") or []
     if not isinstance(absent, list) or not all(isinstance(a, str) and _MCA_NAME_RE.match(a) for a in absent):
         r.error("nccl_mpi_mca_params_absent", absent, "a list of MCA parameter names")

@@ -39,7 +39,8 @@ MIG_ADDRESS = ("index", "uuid")
 
 SPARK_VERSION_RE = re.compile(r"^([0-9]+)\.([0-9]+)\.([0-9]+)$")
 PLUGIN_VERSION_RE = re.compile(r"^([0-9]{2})\.([0-9]{2})(?:\.([0-9]+))?(?:-SNAPSHOT)?$")
-KEY_RE = re.compile(r"^spark\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$")
+# "/" appears in node-selector labels and YARN resource types (yarn.io/gpu).
+KEY_RE = re.compile(r"^spark\.[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-/]+)*$")
 BYTES_RE = re.compile(r"^[0-9]+(b|k|kb|m|mb|g|gb|t|tb|p|pb)$", re.IGNORECASE)
 BYTES_SIZE_RE = re.compile(r"^([0-9]+)(b|k|kb|m|mb|g|gb|t|tb|p|pb)$", re.IGNORECASE)
 TIME_RE = re.compile(r"^[0-9]+(us|ms|s|m|min|h|d)$", re.IGNORECASE)
@@ -107,6 +108,7 @@ class _Builder:
         self.plugin_version = None
         self.extra_exact = set()
         self.extra_prefixes = []
+        self.manager = None
 
     # ------------------------------------------------------------------ helpers
     def err(self, variable, value, allowed):
@@ -239,6 +241,8 @@ class _Builder:
     def _type_bytes(self, variable, key, spec, value, text):
         if spec.get("allow_zero") and text == "0":
             return text
+        if spec.get("allow_minus_one") and text == "-1":
+            return text
         if _is_int(value) or INT_RE.match(text):
             self.err(variable, text,
                      BYTES_ALLOWED + " (a bare number means MiB in some Spark code paths and bytes in others, so a suffix is required)")
@@ -262,6 +266,11 @@ class _Builder:
 
     def _type_fraction(self, variable, key, spec, value, text):
         number = self._number(text)
+        if spec.get("allow_zero"):
+            if number is None or not 0 <= number <= 1:
+                self.err(variable, text, "a number from 0 to 1")
+                return None
+            return text
         if number is None or not 0 < number <= 1:
             self.err(variable, text, "a number greater than 0 and at most 1")
             return None
@@ -359,6 +368,11 @@ class _Builder:
             self.err("%s[%r]" % (variable, key), key, problem or self.unknown_key_message(key))
             return
         item_var = "%s[%r]" % (variable, key)
+        wanted = spec.get("cluster_manager")
+        if wanted and self.manager and wanted != self.manager:
+            self.err(item_var, key, "a key of the cluster manager in use: %s is read only by %s, and "
+                                    "spark_rapids_cluster_manager is %s" % (key, wanted, self.manager))
+            return
         text = self.check_value(item_var, key, spec, value)
         if text is None:
             return
@@ -387,6 +401,35 @@ def _facts_gpus(builder, nvsmi):
         builder.result.warn("GPUs on this node differ in memory (%s MiB); sizing uses the smallest"
                             % ", ".join(str(m) for m in sorted(set(memories))))
     return len(gpus), (min(memories) if memories else None), mig
+
+
+def supported_shims(config, plugin_version):
+    """Spark releases the spark-rapids release ships a shim for (from __spark_rapids_shims), or None."""
+    table = config.get("__spark_rapids_shims") or {}
+    parts = _vtuple(plugin_version)
+    if len(parts) < 2:
+        return None
+    versions = table.get("%02d.%02d" % parts[:2])
+    return [str(v) for v in versions] if versions is not None else None
+
+
+def _check_shim(b, config, spark_version, plugin_version):
+    """Refuse a Spark / spark-rapids pair the plugin has no shim for (nothing would start)."""
+    table = config.get("__spark_rapids_shims") or {}
+    shims = supported_shims(config, plugin_version)
+    if shims is None:
+        b.err("spark_rapids_plugin_version", plugin_version,
+              "a spark-rapids release in the role's shim table (%s; roles/spark_rapids/vars/main.yml "
+              "__spark_rapids_shims, from each release's download.md), so the Spark version can be checked "
+              "against the shims it ships" % ", ".join(sorted(table)))
+        return False
+    if str(spark_version) not in shims:
+        b.err("spark_rapids_spark_version", spark_version,
+              "a Spark release spark-rapids %s ships a shim for: %s (without a shim the plugin does not "
+              "start and com.nvidia.spark.rapids.spark%s.RapidsShuffleManager does not exist)"
+              % (plugin_version, ", ".join(shims), "".join(str(p) for p in _vtuple(spark_version)[:3])))
+        return False
+    return True
 
 
 def _cluster_nodes(b, config):
@@ -428,9 +471,7 @@ def validate(config):
     match = SPARK_VERSION_RE.match(str(spark_version))
     supported = config.get("__spark_rapids_supported_spark") or []
     if not match:
-        b.err("spark_rapids_spark_version", spark_version, "a Spark release such as 3.5.1 or 4.0.1 (major.minor.patch)")
-    elif supported and "%s.%s" % match.group(1, 2) not in supported:
-        b.err("spark_rapids_spark_version", spark_version, "a Spark release of %s" % ", ".join(supported))
+        b.err("spark_rapids_spark_version", spark_version, "a Spark release such as 3.5.1 or 4.0.0 (major.minor.patch)")
     else:
         b.spark_version = _vtuple(spark_version)
     plugin_version = b.var("spark_rapids_plugin_version", "")
@@ -446,12 +487,21 @@ def validate(config):
     shuffle_mode = b._choice("spark_rapids_shuffle_mode", SHUFFLE_MODES, "MULTITHREADED")
     da_shuffle = b._choice("spark_rapids_dynamic_allocation_shuffle", DA_SHUFFLE, "auto")
     manager = b._choice("spark_rapids_cluster_manager", CLUSTER_MANAGERS, "standalone")
+    b.manager = manager
     b._choice("spark_rapids_deprecated_keys", DEPRECATED_POLICIES, "translate")
     mig_address = b._choice("spark_rapids_discovery_mig_address", MIG_ADDRESS, "index")
     plugin_enabled = b.var("spark_rapids_plugin_enabled", True)
     if not _is_bool(plugin_enabled):
         b.err("spark_rapids_plugin_enabled", plugin_enabled, "true or false")
         plugin_enabled = True
+
+    if b.spark_version and (plugin_enabled or shuffle_mode != "none"):
+        # The plugin runs only on the Spark releases its shims cover (stricter than the lines below).
+        if b.plugin_version and not _check_shim(b, config, spark_version, plugin_version):
+            b.spark_version = None
+    elif b.spark_version and supported and "%d.%d" % b.spark_version[:2] not in supported:
+        b.err("spark_rapids_spark_version", spark_version, "a Spark release of %s" % ", ".join(supported))
+        b.spark_version = None
 
     script = b.var("spark_rapids_discovery_script_path", "")
     if not isinstance(script, string_types) or not script.startswith("/") or re.search(r"\s", script):
@@ -505,6 +555,21 @@ def validate(config):
                   % ", ".join(str(i) for i in mig))
     gpus_per_node = gpus_override or f_count
     gpu_mem = mem_override or f_mem
+    # Unified memory (DGX Spark / GB10): one pool for GPU and host, sized from the host memory.
+    unified = bool(nvsmi.get("unified_memory")) and not mig
+    if unified:
+        if (gpus_per_node or 1) != 1:
+            b.err("spark_rapids_gpus_per_node", gpus_per_node,
+                  "1 on a unified-memory node (one GPU sharing the system memory)")
+        if not host_mem:
+            b.err("spark_rapids_host_memory_mib", None,
+                  "the node's memory in MiB: on a unified-memory node (DGX Spark) the GPU and the executors "
+                  "share it, and the sizing splits it between them (ansible_facts.memtotal_mb is missing)")
+        elif mem_override and mem_override * 2 > host_mem:
+            b.err("spark_rapids_gpu_memory_mib", mem_override,
+                  "at most half of the node's %d MiB on a unified-memory node: the RAPIDS pool and the "
+                  "executor JVM come out of the same memory" % host_mem)
+        gpu_mem = gpu_mem or 1
     if not gpus_per_node:
         b.err("spark_rapids_gpus_per_node", None,
               "a positive number: ansible_facts.nvidia_smi.gpu_count is missing (run "
@@ -518,9 +583,6 @@ def validate(config):
         return result
 
     # ---------------------------------------------------------------- sizing
-    sizing = spark_sizing.size(gpus_per_node, gpu_mem, cpus_per_node=cpus, host_memory_mib=host_mem,
-                               cluster_nodes=cluster_nodes)
-
     user = b.var("spark_rapids_settings", {})
     if not isinstance(user, dict):
         b.err("spark_rapids_settings", user, "a dictionary of spark.* key to value")
@@ -532,8 +594,14 @@ def validate(config):
     direct = MAX_DIRECT_RE.search(java_opts)
     direct_gib = 0
     if direct:
-        direct_bytes = _jvm_bytes(direct.group(1)) or 0
-        direct_gib = -(-direct_bytes // (1 << 30))
+        direct_gib = -(-(_jvm_bytes(direct.group(1)) or 0) // (1 << 30))
+    if unified:
+        sizing = spark_sizing.size_unified(host_mem, cpus_per_node=cpus, cluster_nodes=cluster_nodes,
+                                           direct_memory_gib=direct_gib, gpu_budget_mib=mem_override)
+    else:
+        sizing = spark_sizing.size(gpus_per_node, gpu_mem, cpus_per_node=cpus, host_memory_mib=host_mem,
+                                   cluster_nodes=cluster_nodes)
+    if direct and not unified:
         overhead = sizing["pinned_pool_gib"] + max(-(-sizing["executor_memory_gib"] // 10), direct_gib)
         sizing["memory_overhead_gib"] = overhead
         sizing["memory_overhead"] = "%dg" % overhead
@@ -541,7 +609,8 @@ def validate(config):
     sizing["direct_memory_gib"] = direct_gib
 
     if da_shuffle == "auto":
-        da_shuffle = "tracking" if (shuffle_mode == "UCX" or manager == "kubernetes") else "service"
+        # The RAPIDS shuffle in UCX and CACHE_ONLY mode cannot work with the external shuffle service.
+        da_shuffle = "tracking" if (shuffle_mode in ("UCX", "CACHE_ONLY") or manager == "kubernetes") else "service"
 
     computed = {
         "spark.executor.memory": sizing["executor_memory"],
@@ -554,6 +623,12 @@ def validate(config):
         "spark.rapids.sql.concurrentGpuTasks": str(sizing["concurrent_gpu_tasks"]),
         "spark.rapids.memory.pinnedPool.size": sizing["pinned_pool"],
     }
+    if unified:
+        # The RAPIDS pool takes its share of the one memory, not (nearly) all of what CUDA reports.
+        computed["spark.rapids.memory.gpu.allocFraction"] = sizing["gpu_alloc_fraction"]
+        computed["spark.rapids.memory.gpu.maxAllocFraction"] = sizing["gpu_alloc_fraction"]
+        if float(sizing["gpu_alloc_fraction"]) < 0.25:
+            computed["spark.rapids.memory.gpu.minAllocFraction"] = sizing["gpu_alloc_fraction"]
     if manager == "standalone":
         computed["spark.worker.resource.gpu.amount"] = str(sizing["gpus_per_node"])
         computed["spark.worker.resource.gpu.discoveryScript"] = script
@@ -576,6 +651,8 @@ def validate(config):
         if shuffle_mode == "MULTITHREADED":
             computed["spark.rapids.shuffle.multiThreaded.reader.threads"] = str(sizing["shuffle_threads"])
             computed["spark.rapids.shuffle.multiThreaded.writer.threads"] = str(sizing["shuffle_threads"])
+        if shuffle_mode == "CACHE_ONLY":
+            computed["spark.shuffle.service.enabled"] = "false"
         if shuffle_mode == "UCX":
             computed["spark.shuffle.service.enabled"] = "false"
             ucx = dict(config.get("__spark_rapids_ucx_env") or {})
@@ -694,17 +771,18 @@ def _cross_rules(b, out, origins, sizing, shuffle_mode, manager, spark_version):
         b.err("%s['spark.shuffle.manager']" % var, manager_class,
               "%s (the shim must match spark_rapids_spark_version %s)"
               % (shuffle_manager_class(spark_version), spark_version))
-    if mode == "UCX":
+    if mode in ("UCX", "CACHE_ONLY"):
         if not rapids_manager:
             b.err("%s['spark.rapids.shuffle.mode']" % var, mode,
-                  "UCX only together with spark.shuffle.manager=%s" % shuffle_manager_class(spark_version))
+                  "%s only together with spark.shuffle.manager=%s" % (mode, shuffle_manager_class(spark_version)))
         if flag("spark.shuffle.service.enabled"):
             b.err("%s['spark.shuffle.service.enabled']" % var, "true",
-                  "false with UCX shuffle: spark-rapids silently falls back to Spark's shuffle when the "
-                  "external shuffle service is on")
+                  "false with %s shuffle: spark-rapids silently falls back to Spark's shuffle when the "
+                  "external shuffle service is on" % mode)
         if flag("spark.authenticate"):
             b.err("%s['spark.authenticate']" % var, "true",
-                  "false with UCX shuffle: spark-rapids silently falls back to Spark's shuffle with it on")
+                  "false with %s shuffle: spark-rapids silently falls back to Spark's shuffle with it on" % mode)
+    if mode == "UCX":
         if flag("spark.dynamicAllocation.enabled"):
             b.result.warn("UCX shuffle with dynamic allocation (shuffle tracking) is untested by NVIDIA; "
                           "their docs say to disable dynamic allocation with UCX (use profile benchmark)")

@@ -43,7 +43,18 @@ from dataclasses import dataclass, field
 # PCIe: usable bytes per second per lane is 8 GT/s x 128/130 / 8 bits = 0.985 GB/s at Gen3 and
 # doubles each generation (Gen4 1.97, Gen5 3.94 GB/s). Gen6 (FLIT mode) is ~4 % lower than this
 # formula gives; Gen1/2 (8b/10b) do not occur on data-centre GPUs.
+# Deprecated DCGM field names -> the current name (NVIDIA/DCGM dcgmlib/dcgm_fields.h, read
+# 2026-12-03: "#define DCGM_FI_DEV_CLOCK_THROTTLE_REASONS DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+# "Deprecated: Use DCGM_FI_DEV_CLOCKS_EVENT_REASONS instead"). The rules and the role's field list
+# use the current names; an exporter of an older DCGM (or a field list) that still emits the old
+# name keeps working: the rules read both through a recording rule, the file mode maps the name.
+FIELD_ALIASES = {
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+}
+
 RECORDING = {
+    "dgxops:gpu_clocks_event_reasons":
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS or DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
     "dgxops:gpu_sm_active:avg5m": "avg_over_time(DCGM_FI_PROF_SM_ACTIVE[5m])",
     "dgxops:gpu_dram_active:avg5m": "avg_over_time(DCGM_FI_PROF_DRAM_ACTIVE[5m])",
     "dgxops:gpu_util:avg5m": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[5m])",
@@ -98,8 +109,14 @@ def _bit(mask_metric, bit):
 
 
 _CER = "DCGM_FI_DEV_CLOCKS_EVENT_REASONS"
+_CER_Q = "dgxops:gpu_clocks_event_reasons"   # what the expressions read: current or deprecated name
 _XID = "DCGM_FI_DEV_XID_ERRORS"
 _XID_FATAL_EXPR = " or ".join("%s == %d" % (_XID, x) for x in FATAL_XIDS)
+# DCGM_FI_DEV_XID_ERRORS is a last-value gauge: it keeps the last XID until the driver reloads or the
+# exporter restarts, so an alert on its value fires forever after one XID. The XID rules fire only
+# while a new XID is recent: the value changed within the window, or the series itself is new.
+XID_WINDOW = "15m"
+_XID_RECENT = "(changes(%s[%s]) > 0 or (%s unless %s offset %s))" % (_XID, XID_WINDOW, _XID, _XID, XID_WINDOW)
 
 
 @dataclass(frozen=True)
@@ -183,7 +200,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuThermalThrottling", severity="warning", for_="5m",
-        expr="%s and (floor(%s / 32) %% 4 > 0)" % (_CER, _CER),
+        expr="%s and (floor(%s / 32) %% 4 > 0)" % (_CER_Q, _CER_Q),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} is slowing its clocks for temperature "
                 "(clocks event reasons {{ $value }})",
         fix="Check the cooling: fan/airflow and inlet temperature of the chassis, blocked filters, and the "
@@ -196,7 +213,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuHardwareSlowdown", severity="critical", for_="1m",
-        expr="%s and ((%s) or (%s))" % (_CER, _bit(_CER, 8), _bit(_CER, 128)),
+        expr="%s and ((%s) or (%s))" % (_CER_Q, _bit(_CER_Q, 8), _bit(_CER_Q, 128)),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }}: hardware slowdown or power brake active "
                 "(clocks event reasons {{ $value }})",
         fix="The board or the node's power delivery is forcing the clocks down: check the power supplies and "
@@ -209,7 +226,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuPowerCapped", severity="info", for_="15m",
-        expr="%s and (%s)" % (_CER, _bit(_CER, 4)),
+        expr="%s and (%s)" % (_CER_Q, _bit(_CER_Q, 4)),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} is held at its software power limit "
                 "(clocks event reasons {{ $value }})",
         fix="Compare the enforced power limit with the GPU's default (dashboard 'Power'): a limit set below "
@@ -223,7 +240,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuXidFatal", severity="critical", for_="0m",
-        expr=_XID_FATAL_EXPR,
+        expr="(%s) and %s" % (_XID_FATAL_EXPR, _XID_RECENT),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
         fix="Drain the node, save `nvidia-bug-report.sh`, reset the GPU (or reboot) and run "
             "`dcgmi diag -r 3` before returning it to service; an XID that comes back needs an RMA.",
@@ -234,7 +251,7 @@ RULES = (
     ),
     Rule(
         name="DgxGpuXidError", severity="warning", for_="0m",
-        expr="%s > 0 unless (%s)" % (_XID, _XID_FATAL_EXPR),
+        expr="(%s > 0 unless (%s)) and %s" % (_XID, _XID_FATAL_EXPR, _XID_RECENT),
         summary="GPU {{ $labels.gpu }} on {{ $labels.host }} reported XID {{ $value }}",
         fix="Usually the application's fault (bad memory access, killed kernel): check the job's logs at "
             "that time; the GPU keeps working. Recurring XIDs across jobs on one GPU point to hardware.",
@@ -389,7 +406,8 @@ def metrics_used() -> set:
     names = set()
     for text in list(RECORDING.values()) + [r.expr for r in RULES]:
         names.update(re.findall(r"(?<![:\w])((?:DCGM_FI|node|dgxops)_[A-Za-z0-9_]+)\b", text))
-    return names
+    # a deprecated alias is read only as a fallback for older exporters: the field is the current one
+    return {FIELD_ALIASES.get(n, n) for n in names}
 
 
 def rules_document() -> dict:
@@ -562,9 +580,15 @@ def _fmt_metric(v, kind):
     return _go_float(v)
 
 
+# dcgm-exporter's host label: `Hostname` today, `hostname` in the releases that rename it; both
+# are read (dcgm-exporter issue/PR renaming the label, checked 2026-12-03).
+HOST_LABELS = ("host", "Hostname", "hostname")
+
+
 def host_of(labels: dict) -> str:
-    """The host a series belongs to: the scrape config's `host` label, DCGM's `Hostname`, the instance."""
-    for key in ("host", "Hostname"):
+    """The host a series belongs to: the scrape config's `host` label, DCGM's `Hostname` (or the
+    renamed `hostname`), the instance."""
+    for key in HOST_LABELS:
         if labels.get(key):
             return labels[key]
     inst = labels.get("instance", "")
@@ -645,7 +669,7 @@ def _query(base: str, promql: str, timeout: float) -> list:
 def advise_prometheus(url: str, rules=RULES, timeout: float = 10.0) -> Advice:
     base = check_loopback(url)
     hosts: dict = {}
-    for labels, _ in _query(base, 'count by (host, Hostname, instance) ({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
+    for labels, _ in _query(base, 'count by (host, Hostname, hostname, instance) ({__name__=~"DCGM_FI_DEV_GPU_UTIL|'
                                   'DCGM_FI_PROF_SM_ACTIVE|node_cpu_seconds_total|dgxops_collector_last_success_timestamp_seconds"})',
                             timeout):
         hosts.setdefault(host_of(labels), [])
@@ -710,12 +734,15 @@ def advise_metrics_text(text: str, source: str = "metrics file", default_host: s
     series: list = []
     hosts: dict = {}
     for name, labels, value in samples:
-        if default_host and not (labels.get("host") or labels.get("Hostname")):
+        if default_host and not any(labels.get(k) for k in HOST_LABELS):
             labels = dict(labels, host=default_host)
         hosts.setdefault(host_of(labels), [])
         if name.startswith("DCGM_FI_") and ("gpu" in labels or "UUID" in labels):
             entry = gpus.setdefault(_gpu_key(labels), {"labels": {k: v for k, v in labels.items()}, "values": {}})
-            entry["values"][name] = value
+            if name in FIELD_ALIASES:   # the deprecated name, unless the current one is there too
+                entry["values"].setdefault(FIELD_ALIASES[name], value)
+            else:
+                entry["values"][name] = value
         else:
             series.append((name, labels, value))
     not_evaluated = []

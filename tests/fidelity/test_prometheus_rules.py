@@ -422,3 +422,59 @@ def test_textfile_collector_on_the_simulator(tmp_path):
                      ("mig_mode", "0", "declared Enabled, current Disabled")]
     assert [v for n, lb, v in samples if n == "dgxops_gpu_mig_devices_declared"] == [2.0]
     assert len([1 for n, _, _ in samples if n == "dgxops_gpu_power_enforced_limit_watts"]) == 8
+
+
+def _rule(name):
+    return [r for r in advise.RULES if r.name == name][0]
+
+
+def test_xid_alerts_fire_on_a_new_xid_and_clear_when_it_is_old(tmp_path):
+    """DCGM_FI_DEV_XID_ERRORS keeps its last value until the driver reloads: an XID at minute 5 must
+    alert then and stop alerting once it is older than the window, not fire for ever; an application
+    XID (13) is a warning, never the hardware alert; a series that starts with an XID alerts too."""
+    def alert(name, host, value):
+        rule = _rule(name)
+        labels = _expected_labels(rule, host, False, {})
+        return {"exp_labels": labels,
+                "exp_annotations": {"summary": advise.render(rule.summary, labels, value), "fix": rule.fix,
+                                    "source": rule.source}}
+    series = [_series("DCGM_FI_DEV_XID_ERRORS", _labels("hw-node"), "0x4 79x60"),      # XID 79 at minute 5
+              _series("DCGM_FI_DEV_XID_ERRORS", _labels("app-node"), "0x4 13x60"),     # XID 13 at minute 5
+              _series("DCGM_FI_DEV_XID_ERRORS", _labels("new-node"), "48x60")]         # new series with 48
+    checks = [
+        ("10m", "DgxGpuXidFatal", [alert("DgxGpuXidFatal", "hw-node", 79), alert("DgxGpuXidFatal", "new-node", 48)]),
+        ("10m", "DgxGpuXidError", [alert("DgxGpuXidError", "app-node", 13)]),
+        ("30m", "DgxGpuXidFatal", []),      # the XID is 25 minutes old: cleared
+        ("30m", "DgxGpuXidError", []),
+        ("0m", "DgxGpuXidFatal", [alert("DgxGpuXidFatal", "new-node", 48)]),
+        ("20m", "DgxGpuXidFatal", []),
+    ]
+    test = {"name": "xid-clears", "interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": t, "alertname": n, "exp_alerts": a} for t, n, a in checks]}
+    test_file = tmp_path / "xid.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [RULES_FILE], "evaluation_interval": "1m",
+                                         "tests": [test]}, sort_keys=False))
+    proc = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+
+
+def test_clock_rules_fire_on_the_deprecated_field_name_too(tmp_path):
+    """An older exporter still emits DCGM_FI_DEV_CLOCK_THROTTLE_REASONS (a deprecated alias of
+    DCGM_FI_DEV_CLOCKS_EVENT_REASONS in dcgm_fields.h): the thermal rule must fire on it as well."""
+    rule = _rule("DgxGpuThermalThrottling")
+    old = dict(_labels("old-node"))
+    new = dict(_labels("new-node"))
+    series = [_series("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", old, "64x30"),
+              _series("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", new, "64x30")]
+    alerts = []
+    for host in ("new-node", "old-node"):
+        labels = _expected_labels(rule, host, False, {})
+        alerts.append({"exp_labels": labels, "exp_annotations": {
+            "summary": advise.render(rule.summary, labels, 64), "fix": rule.fix, "source": rule.source}})
+    test = {"name": "clock-alias", "interval": "1m", "input_series": series,
+            "alert_rule_test": [{"eval_time": "10m", "alertname": rule.name, "exp_alerts": alerts}]}
+    test_file = tmp_path / "alias.test.yml"
+    test_file.write_text(yaml.safe_dump({"rule_files": [RULES_FILE], "evaluation_interval": "1m",
+                                         "tests": [test]}, sort_keys=False))
+    proc = subprocess.run([PROMTOOL, "test", "rules", str(test_file)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]

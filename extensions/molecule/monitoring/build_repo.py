@@ -117,6 +117,12 @@ def main(argv):
             fields_file = argv[i + 1]; i += 2
         elif argv[i] in ("-c", "--collect-interval"):
             i += 2
+        elif argv[i] in ("-r", "--remote-hostengine-info"):
+            # like the real exporter: connect to that host engine instead of starting an embedded one;
+            # the stand-in host engine (nvidia-dcgm.service) must be running, or this fails
+            hostengine = argv[i + 1]; i += 2
+            if not os.path.exists("/run/nvidia-dcgm/version"):
+                sys.exit("dcgm-exporter stand-in: no host engine at %s" % hostengine)
         else:
             sys.exit("dcgm-exporter stand-in: unknown flag %s" % argv[i])
     fields = []

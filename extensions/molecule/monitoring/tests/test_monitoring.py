@@ -34,8 +34,10 @@ def test_services_run_bound_to_loopback(host):
     for unit in ("nvidia-dcgm", "nvidia-dcgm-exporter", "prometheus-node-exporter", "dgxops-textfile.timer"):
         assert host.run("systemctl is-active %s" % unit).stdout.strip() == "active", unit
         assert host.run("systemctl is-enabled %s" % unit).stdout.strip() == "enabled", unit
+    # -r: on the node's host engine (nvidia-dcgm), not an embedded second one
     assert host.file("/run/dcgm-exporter.args").content_string.split() == [
-        "-a", "127.0.0.1:9400", "-c", "1000", "-f", "/etc/dgxops/monitoring/dcgm-counters.csv"]
+        "-a", "127.0.0.1:9400", "-c", "1000", "-f", "/etc/dgxops/monitoring/dcgm-counters.csv",
+        "-r", "localhost:5555"]
     assert host.file("/run/prometheus-node-exporter.args").content_string.split() == [
         "--web.listen-address=127.0.0.1:9100", "--collector.textfile.directory=/var/lib/prometheus/node-exporter"]
     # listening on 127.0.0.1 only: /proc/net/tcp shows 0100007F:<port> in LISTEN (0A)
@@ -103,3 +105,16 @@ def test_collector_survives_a_failing_nvidia_smi(host):
     assert [v for n, _, v in after if n == "dgxops_collector_last_success_timestamp_seconds"] == last
     assert host.run("systemctl start dgxops-textfile.service").rc == 0
     assert ("dgxops_collector_up", {}, 1.0) in advise.parse_metrics_text(fetch(host, 9100))
+
+
+def test_dcgm_exporter_follows_the_host_engine(host):
+    """The exporter uses nvidia-dcgm's host engine: stopping nvidia-dcgm stops it (PartOf), starting
+    the exporter starts nvidia-dcgm (Requires)."""
+    try:
+        host.run_test("systemctl stop nvidia-dcgm.service")
+        assert host.run("systemctl is-active nvidia-dcgm-exporter").stdout.strip() != "active"
+        host.run_test("systemctl start nvidia-dcgm-exporter.service")
+        assert host.run("systemctl is-active nvidia-dcgm").stdout.strip() == "active"
+    finally:
+        host.run("systemctl start nvidia-dcgm.service nvidia-dcgm-exporter.service")
+    assert host.run("systemctl is-active nvidia-dcgm-exporter").stdout.strip() == "active"

@@ -62,6 +62,10 @@ def test_open_mpi_reads_the_parameter_when_installed(host):
      ["nccl_settings.NCCL_NSOCKS_PERTHREAD=16", "nccl_settings.NCCL_SOCKET_NTHREADS=8", "limit of 64"]),
     ({"nccl_settings": {"NCCL_ALGO": "Tree "}}, ["nccl_settings.NCCL_ALGO", "no leading or trailing whitespace"]),
     ({"nccl_mpi_mca_params": {"btl": "^openib, ofi"}}, ["nccl_mpi_mca_params.btl", "comma-separated"]),
+    # Open MPI 4.1 disables the TCP BTL when both are set, here one from the profile, one from the user
+    ({"nccl_profile": "sockets", "nccl_mpi_mca_params": {"btl": "^openib", "btl_tcp_if_include": "eth0"}},
+     ["__nccl_profiles.sockets.mca_params.btl_tcp_if_exclude", "nccl_mpi_mca_params.btl_tcp_if_include",
+      "disables the TCP BTL"]),
 ])
 def test_bad_value_fails_before_changes(host, extra, needles):
     before = {path: host.file(path).content_string

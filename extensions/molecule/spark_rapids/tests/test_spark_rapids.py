@@ -12,7 +12,14 @@ EXPECTED = {
                         "spark.rapids.sql.concurrentGpuTasks": "4"},
     "spark-h200": {"spark.executor.memory": "170g", "spark.executor.memoryOverhead": "21g",
                    "spark.rapids.sql.concurrentGpuTasks": "4"},
+    # DGX Spark: 128 GiB shared; 16 GiB for the OS, 56 GiB RAPIDS pool (allocFraction 56/128),
+    # heap 44g + overhead 4g pinned + 8g direct = 56 GiB: every byte counted once.
+    "spark-gb10": {"spark.executor.memory": "44g", "spark.executor.memoryOverhead": "12g",
+                   "spark.rapids.memory.gpu.allocFraction": "0.4375",
+                   "spark.rapids.memory.gpu.maxAllocFraction": "0.4375",
+                   "spark.rapids.sql.concurrentGpuTasks": "4"},
 }
+GPUS = {"spark-a100-80gb": 8, "spark-h200": 8, "spark-gb10": 1}
 
 
 def _conf(host):
@@ -32,7 +39,7 @@ def test_executor_memory_follows_gpu_memory(host):
     for key, value in EXPECTED[name].items():
         assert conf[key] == value, (key, conf[key])
     assert conf["spark.executor.resource.gpu.amount"] == "1"
-    assert conf["spark.worker.resource.gpu.amount"] == "8"
+    assert conf["spark.worker.resource.gpu.amount"] == str(GPUS[name])
     assert conf["spark.executor.cores"] == "16"
     assert conf["spark.task.resource.gpu.amount"] == "0.0625"
     assert conf["spark.rapids.memory.gpu.pool"] == "ASYNC"
@@ -47,7 +54,7 @@ def test_file_mode_and_owner(host):
 
 def test_discovery_script_lists_the_gpus(host):
     out = host.check_output("/usr/local/bin/dgxops-spark-gpu-discovery")
-    assert json.loads(out) == {"name": "gpu", "addresses": [str(i) for i in range(8)]}
+    assert json.loads(out) == {"name": "gpu", "addresses": [str(i) for i in range(GPUS[host.backend.get_hostname()])]}
 
 
 def _converge(host, *args):
@@ -74,9 +81,10 @@ def test_misspelled_key_fails_before_changes(host):
 
 
 def test_limited_run_keeps_the_cluster_size(host):
-    # both scenario nodes form the cluster (spark_rapids_cluster_group: all): 2 x 8 GPUs
+    # the two DGX nodes form one cluster (2 x 8 GPUs), the DGX Spark its own (1 GPU)
     conf = host.file("/opt/spark/conf/spark-defaults.conf").content_string
-    assert "spark.dynamicAllocation.maxExecutors 16" in conf.splitlines()
+    expected = 1 if GPUS[host.backend.get_hostname()] == 1 else 16
+    assert "spark.dynamicAllocation.maxExecutors %d" % expected in conf.splitlines()
     rc, text = _converge(host, "--check", "--diff")
     assert rc == 0, text[-3000:]
     assert re.search(r"changed=0 ", text), text[-3000:]
@@ -84,7 +92,17 @@ def test_limited_run_keeps_the_cluster_size(host):
 
 def test_limited_run_without_cluster_size_is_refused(host):
     before = host.file("/opt/spark/conf/spark-defaults.conf").content_string
-    rc, text = _converge(host, "-e", json.dumps({"spark_rapids_cluster_group": None}))
+    rc, text = _converge(host, "-e", json.dumps({"spark_rapids_cluster_group": None, "spark_rapids_cluster_nodes": None}))
     assert rc != 0
     assert "spark_rapids_cluster_nodes" in text and "--limit %s" % host.backend.get_hostname() in text, text[-3000:]
+    assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before
+
+
+def test_spark_version_without_a_shim_fails_before_changes(host):
+    """spark-rapids 25.08 ships no Spark 4.1 shim: refused, with the supported versions, nothing changed."""
+    before = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    rc, text = _converge(host, "-e", json.dumps({"spark_rapids_spark_version": "4.1.0"}))
+    assert rc != 0
+    assert "spark_rapids_spark_version" in text and "3.5.6, 4.0.0" in text, text[-3000:]
+    assert re.search(r"changed=0 ", text), text[-3000:]
     assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before

@@ -35,9 +35,13 @@ MIG_A100_40 = _mig_table(
     (4.75, 4.75, 9.62, 9.62, 19.50, 19.50, 39.25),
     (14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
     (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
+# A100-SXM4-80GB: the A100's own instance sizes (2, 4 and 8 memory slots: 19.50 / 39.25 / 78.50 GiB
+# in `mig -lgip`), not the H100's 19.62 / 39.50 / 79.25 that were copied here before.  Source: a
+# published A100-SXM4-80GB `nvidia-smi mig -lgip` transcript (read 2026-12-03); UNCONFIRMED against
+# a capture of ours.
 MIG_A100_80 = _mig_table(
     ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    (9.75, 9.75, 19.62, 19.62, 39.50, 39.50, 79.25),
+    (9.75, 9.75, 19.50, 19.50, 39.25, 39.25, 78.50),
     (14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
     (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
 MIG_H100 = _mig_table(

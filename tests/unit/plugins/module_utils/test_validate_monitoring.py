@@ -49,7 +49,8 @@ def test_defaults_render_loopback_exporters_and_pins():
     n = r.normalized
     assert n["node_exporter_args"] == ["--web.listen-address=127.0.0.1:9100",
                                        "--collector.textfile.directory=/var/lib/prometheus/node-exporter"]
-    assert n["dcgm_exporter_args"] == ["-a", "127.0.0.1:9400", "-c", "10000", "-f", "/etc/dgxops/monitoring/dcgm-counters.csv"]
+    assert n["dcgm_exporter_args"] == ["-a", "127.0.0.1:9400", "-c", "10000", "-f", "/etc/dgxops/monitoring/dcgm-counters.csv",
+                                       "-r", "localhost:5555"]
     assert n["dcgm_pins"] == ["datacenter-gpu-manager-4-core=1:4.2.3-1", "datacenter-gpu-manager-4-proprietary=1:4.2.3-1",
                               "datacenter-gpu-manager-exporter=4.2.3-4.1.3-1"]
     assert n["node_exporter_target"] == "127.0.0.1:9100"

@@ -47,7 +47,7 @@ BAD = [
     ("negative-nsocks", {"settings": {"NCCL_NSOCKS_PERTHREAD": -1}},
      ["nccl_settings.NCCL_NSOCKS_PERTHREAD", "-1", "from 1 to 64"]),
     ("nthreads-above-16", {"settings": {"NCCL_SOCKET_NTHREADS": 17}},
-     ["nccl_settings.NCCL_SOCKET_NTHREADS", "17", "from 1 to 16"]),
+     ["nccl_settings.NCCL_SOCKET_NTHREADS", "17", "from 0 to 16"]),
     ("non-numeric-8k", {"settings": {"NCCL_NSOCKS_PERTHREAD": "8k"}},
      ["nccl_settings.NCCL_NSOCKS_PERTHREAD", "'8k'", "decimal integer", "'8k' would become 8"]),
     ("float-buffsize", {"settings": {"NCCL_BUFFSIZE": 4.5}},
@@ -127,8 +127,10 @@ def test_at_least_fifteen_bad_inputs():
 def test_guide_settings_are_valid_sorted_and_warned_as_debug_only():
     result = run({"NCCL_PROTO": "LL", "NCCL_NSOCKS_PERTHREAD": 8, "NCCL_ALGO": "Tree"})
     assert result.errors == []
+    # the guide's NSOCKS_PERTHREAD=8 alone is a no-op (NCCL's automatic thread count is 0 on
+    # ordinary NICs): rendered with 4 helper threads (4 x 8 = 32 <= 64)
     assert list(result.normalized["settings"].items()) == [
-        ("NCCL_ALGO", "Tree"), ("NCCL_NSOCKS_PERTHREAD", "8"), ("NCCL_PROTO", "LL")]
+        ("NCCL_ALGO", "Tree"), ("NCCL_NSOCKS_PERTHREAD", "8"), ("NCCL_PROTO", "LL"), ("NCCL_SOCKET_NTHREADS", "4")]
     joined = "\n".join(result.warnings)
     assert "NCCL_ALGO=Tree is listed under 'Debugging'" in joined
     assert "NCCL_PROTO=LL is listed under 'Debugging'" in joined

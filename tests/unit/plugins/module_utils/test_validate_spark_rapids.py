@@ -161,7 +161,7 @@ BAD = [
     ({"spark_rapids_settings": {"spark.executor.cores": 0}}, "spark.executor.cores"),
     ({"spark_rapids_settings": {"spark.executor.minMemoryOverhead": "1g"}}, "spark.executor.minMemoryOverhead"),
     ({"spark_rapids_settings": {"spark.rapids.sql.concurrentGpuTasks.dynamic": True},
-      "spark_rapids_plugin_version": "25.02.0"}, "spark.rapids.sql.concurrentGpuTasks.dynamic"),
+      "spark_rapids_plugin_version": "24.12.0"}, "spark.rapids.sql.concurrentGpuTasks.dynamic"),
     ({"spark_rapids_settings": {"spark.rapids.memory.gpu.pooling.size": "12g"}}, "spark.rapids.memory.gpu.pooling.size"),
     ({"spark_rapids_settings": {"spark.executorEnv.BAD-NAME": "x"}}, "spark.executorEnv.BAD-NAME"),
     ({"spark_rapids_settings": {"spark bad": "x"}}, "spark bad"),
@@ -242,10 +242,10 @@ def test_profiles_production_and_benchmark():
 
 
 def test_ucx_shuffle_settings_and_tracking():
-    norm = ok(config(spark_rapids_shuffle_mode="UCX", spark_rapids_spark_version="4.0.1",
+    norm = ok(config(spark_rapids_shuffle_mode="UCX", spark_rapids_spark_version="4.0.0",
                      spark_rapids_ucx_env={"UCX_TLS": "cuda_copy,cuda_ipc,rc,tcp"}))
     s = norm["settings"]
-    assert s["spark.shuffle.manager"] == "com.nvidia.spark.rapids.spark401.RapidsShuffleManager"
+    assert s["spark.shuffle.manager"] == "com.nvidia.spark.rapids.spark400.RapidsShuffleManager"
     assert s["spark.rapids.shuffle.mode"] == "UCX"
     assert s["spark.shuffle.service.enabled"] == "false"
     assert s["spark.dynamicAllocation.shuffleTracking.enabled"] == "true"
