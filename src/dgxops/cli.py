@@ -216,6 +216,11 @@ def cmd_doctor(args) -> int:
     return _exit_code(result)
 
 
+def report_extra_sections(args, result) -> list:
+    """Sections other parts of dgxops add to the report (a list of dgxops.report.Section)."""
+    return []
+
+
 def cmd_report(args) -> int:
     from dgxops.report import html_report, markdown_report
 
@@ -228,11 +233,12 @@ def cmd_report(args) -> int:
             raise SystemExit("--run %r: use LABEL=RESULT.json (dgxops run --save) or LABEL=ARTIFACT_DIR (a kept run)" % item)
         runs.append((label, load_result(path).as_dict()))
     result = _run(args, _builtin_playbook("facts"))
-    text = markdown_report(result.facts, runs)
+    sections = report_extra_sections(args, result)
+    text = markdown_report(result.facts, runs, sections=sections)
     if args.html:
-        Path(args.html).write_text(html_report(text))
+        Path(args.html).write_text(html_report(result.facts, runs, sections=sections))
     if args.format == "html":
-        text = html_report(text)
+        text = html_report(result.facts, runs, sections=sections)
     if args.output:
         Path(args.output).write_text(text)
     if args.json:
