@@ -35,6 +35,8 @@ for stage in "${stages[@]}"; do
     lint)
       run_stage "ansible-lint (production)" ansible-lint --offline
       run_stage "ruff (dgxops package, tests, benchmarks)" ruff check src tests benchmarks
+      run_stage "yamllint (whole tree)" yamllint --strict .
+      run_stage "antsibull-changelog lint" antsibull-changelog lint
       ;;
     sanity)
       run_stage "sanity ansible-core 2.21 / py3.13" scripts/ansible-test-offline.sh run .venv sanity --python 3.13

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: mitogen_linear
+version_added: 0.1.0
 short_description: Mitogen's linear strategy, with a CPU placement fit for small controllers
 description:
   - Runs Mitogen's C(mitogen_linear) strategy (the C(mitogen) package installed on the controller).

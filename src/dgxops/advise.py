@@ -696,36 +696,24 @@ def advise_prometheus(url: str, rules=RULES, timeout: float = 10.0) -> Advice:
 # One scrape in the Prometheus text format
 # ---------------------------------------------------------------------------------------------
 
-_SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+-?[0-9]+)?\s*$')
-_LABEL_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-
-
 def parse_metrics_text(text: str) -> list:
-    """Samples of a Prometheus text exposition: [(name, labels, value)]."""
-    samples = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE_RE.match(line)
-        if not m:
-            raise ValueError("line %d is not a Prometheus sample: %r" % (lineno, line))
-        labels = {}
-        body = m.group(3) or ""
-        pos = 0
-        while pos < len(body):
-            lm = _LABEL_RE.match(body, pos)
-            if not lm:
-                raise ValueError("line %d: cannot parse the labels %r" % (lineno, body))
-            labels[lm.group(1)] = lm.group(2).encode().decode("unicode_escape")
-            pos = lm.end()
-        raw = m.group(4)
-        try:
-            value = float({"+Inf": "inf", "-Inf": "-inf"}.get(raw, raw))
-        except ValueError:
-            raise ValueError("line %d: %r is not a number" % (lineno, raw)) from None
-        samples.append((m.group(1), labels, value))
-    return samples
+    """Samples of a Prometheus text exposition: [(name, labels, value)], parsed by
+    prometheus_client's own parser (the exporters' format, escapes and UTF-8 label values)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        return [(s.name, dict(s.labels), float(s.value))
+                for family in text_string_to_metric_families(text) for s in family.samples]
+    except (ValueError, TypeError, IndexError, KeyError) as exc:
+        # name the first line that does not parse on its own
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            try:
+                list(text_string_to_metric_families(line + "\n"))
+            except (ValueError, TypeError, IndexError, KeyError) as line_exc:
+                raise ValueError("line %d is not a Prometheus sample (%s): %r" % (lineno, line_exc, line)) from None
+        raise ValueError("not a Prometheus text exposition: %s" % exc) from None
 
 
 def advise_metrics_text(text: str, source: str = "metrics file", default_host: str | None = None, rules=RULES) -> Advice:

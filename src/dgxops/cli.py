@@ -5,19 +5,23 @@
     dgxops sim ls [--fleet F] [--json]
     dgxops sim exec NODE -- ARGV...        run a command inside a simulated node
     dgxops sim down [--fleet F]            remove exactly the containers the fleet started
-    dgxops run PLAYBOOK [-i INV] [--check] [--diff] [--limit L] [--tags T] [-e K=V|@file]
-                                           run a playbook through ansible-runner, with progress
-                                           and a per-host summary
+    dgxops run PLAYBOOK [ansible-playbook options] [-- more ansible-playbook arguments]
+                                           run a playbook (path or FQCN, e.g. dgxops.fleet.site)
+                                           through ansible-runner, with progress and a per-host
+                                           summary; ansible-playbook's options keep their spelling
+                                           and meaning (-e as Ansible parses it, vault, become,
+                                           -u, --private-key, -c, -v...); the run's artifacts stay
+                                           in --artifact-dir (default ~/.cache/dgxops/runs)
     dgxops check [PLAYBOOK] [-i INV]       check + diff: what would change, changing nothing
     dgxops facts [-i INV]                  fleet GPU table (nodes x GPUs)
     dgxops doctor [-i INV]                 the driver doctor on every node
     dgxops consistency [-i INV] [--strict] [--save FILE]   outliers per group (exit 5 with --strict)
-    dgxops report [-i INV] [--format md|html] [--output FILE] [--run LABEL=RESULT.json ...]
+    dgxops report [-i INV] [--format md|html] [--output FILE] [--run LABEL=RESULT.json|ARTIFACT_DIR ...] [--consistency FILE]
     dgxops advise --prometheus URL | --metrics-file FILE [--json]   findings and fixes per host
 
 Every command takes --json for machine-readable output. Exit codes: 0 success; 1 a task
 failed; 2 bad usage; 3 a host was unreachable (and none failed); 4 environment error (no
-Docker, no image); with `check --detailed-exitcode`, 2 means changes are pending.
+Docker, no image, no ansible-playbook); with `check --detailed-exitcode`, 2 means changes are pending.
 """
 
 from __future__ import annotations
@@ -92,24 +96,6 @@ def cmd_sim(args) -> int:
     return 0
 
 
-def _extravars(items) -> dict:
-    import yaml
-
-    out: dict = {}
-    for item in items or []:
-        if item.startswith("@"):
-            with open(item[1:]) as fh:
-                out.update(yaml.safe_load(fh) or {})
-        elif item.lstrip().startswith("{"):
-            out.update(json.loads(item))
-        else:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise SystemExit("-e %r: use KEY=VALUE, a JSON object or @file" % item)
-            out[key] = yaml.safe_load(value)
-    return out
-
-
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_ENV = 0, 1, 2, 3, 4
 EXIT_INCONSISTENT = 5  # dgxops consistency --strict: a node differs from its group
 
@@ -122,17 +108,54 @@ def _exit_code(result) -> int:
     return EXIT_FAILED
 
 
-def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars: dict | None = None):
-    from dgxops.runner import PlaybookRun, ProgressPrinter, run_playbook
+def _builtin_playbook(name: str) -> str:
+    """One of the collection's playbooks: the checkout's file when dgxops runs from a checkout,
+    else the installed collection's (FQCN)."""
+    from dgxops.runner import ROOT
 
-    spec = PlaybookRun(
-        playbook=playbook, inventory=args.inventory, extravars=dict(_extravars(getattr(args, "extra_vars", None)), **(extravars or {})),
-        limit=getattr(args, "limit", None), tags=getattr(args, "tags", None), skip_tags=getattr(args, "skip_tags", None),
-        check=check, diff=diff, forks=getattr(args, "forks", None), verbosity=getattr(args, "verbose", 0),
-        strategy=getattr(args, "strategy", None) or os.environ.get("DGXOPS_STRATEGY", "auto"),
+    local = ROOT / "playbooks" / ("%s.yml" % name)
+    return str(local) if local.is_file() and (ROOT / "galaxy.yml").is_file() else "dgxops.fleet.%s" % name
+
+
+# Prompts ansible-playbook shows for -k/-K/-J; ansible-runner answers them with what the user typed.
+PASSWORD_PROMPTS = {
+    "ask_pass": ("SSH password: ", r"^SSH password:\s*?$"),
+    "ask_become_pass": ("BECOME password: ", r"^BECOME password.*:\s*?$"),
+    "ask_vault_pass": ("Vault password: ", r"^Vault password.*:\s*?$"),
+}
+
+
+def _passwords(args) -> dict:
+    import getpass
+
+    answers = {}
+    for dest, (prompt, pattern) in PASSWORD_PROMPTS.items():
+        if getattr(args, dest, False):
+            answers[pattern] = getpass.getpass(prompt)
+    return answers
+
+
+def _spec(args, playbook: str, check: bool = False, diff: bool = False):
+    from dgxops.runner import PlaybookRun
+
+    return PlaybookRun(
+        playbook=playbook, inventory=args.inventory, extra_vars=list(args.extra_vars or []),
+        limit=args.limit, tags=args.tags, skip_tags=args.skip_tags,
+        check=check or args.check, diff=diff or args.diff, forks=args.forks, verbosity=args.verbose,
+        strategy=args.strategy or os.environ.get("DGXOPS_STRATEGY", "auto"),
+        options=_passthrough_argv(args), passwords=_passwords(args),
+        artifact_dir=args.artifact_dir, keep_runs=args.keep_runs, project_config=args.project_config,
     )
-    quiet = args.json or getattr(args, "quiet", False)
-    return run_playbook(spec, progress=None if quiet else ProgressPrinter())
+
+
+def _run(args, playbook: str, check: bool = False, diff: bool = False):
+    from dgxops.runner import ProgressPrinter, run_playbook
+
+    spec = _spec(args, playbook, check=check, diff=diff)
+    # -v..-vvvv (and the listing options) show Ansible's own output, as ansible-playbook would
+    stream = not args.json and (args.verbose > 0 or any(getattr(args, d, False) for d in LISTING_OPTIONS))
+    quiet = args.json or args.quiet or stream
+    return run_playbook(spec, progress=None if quiet else ProgressPrinter(), stream_output=stream)
 
 
 def cmd_run(args) -> int:
@@ -170,7 +193,7 @@ def cmd_check(args) -> int:
 def cmd_facts(args) -> int:
     from dgxops.report import gpu_rows, gpu_table
 
-    result = _run(args, "playbooks/facts.yml")
+    result = _run(args, _builtin_playbook("facts"))
     if args.json:
         print(json.dumps({"hosts": {h: f.get("nvidia_smi") for h, f in sorted(result.facts.items())},
                           "rows": [dict(r, gpu=r["gpu"]) for r in gpu_rows(result.facts)],
@@ -186,7 +209,7 @@ def cmd_facts(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    result = _run(args, "playbooks/doctor.yml")
+    result = _run(args, _builtin_playbook("doctor"))
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
@@ -195,26 +218,35 @@ def cmd_doctor(args) -> int:
     return _exit_code(result)
 
 
+def report_extra_sections(args, result) -> list:
+    """Sections other parts of dgxops add to the report (a list of dgxops.report.Section)."""
+    from dgxops.report import consistency_section
+
+    sections = []
+    if getattr(args, "consistency", None):
+        with open(args.consistency) as fh:
+            sections.append(consistency_section(json.load(fh)))
+    return sections
+
+
 def cmd_report(args) -> int:
     from dgxops.report import html_report, markdown_report
+
+    from dgxops.runner import load_result
 
     runs = []
     for item in args.run or []:
         label, sep, path = item.partition("=")
         if not sep:
-            raise SystemExit("--run %r: use LABEL=RESULT.json (from `dgxops run --json`)" % item)
-        with open(path) as fh:
-            runs.append((label, json.load(fh)))
-    consistency = None
-    if args.consistency:
-        with open(args.consistency) as fh:
-            consistency = json.load(fh)
-    result = _run(args, "playbooks/facts.yml")
-    text = markdown_report(result.facts, runs, consistency=consistency)
+            raise SystemExit("--run %r: use LABEL=RESULT.json (dgxops run --save) or LABEL=ARTIFACT_DIR (a kept run)" % item)
+        runs.append((label, load_result(path).as_dict()))
+    result = _run(args, _builtin_playbook("facts"))
+    sections = report_extra_sections(args, result)
+    text = markdown_report(result.facts, runs, sections=sections)
     if args.html:
-        Path(args.html).write_text(html_report(text))
+        Path(args.html).write_text(html_report(result.facts, runs, sections=sections))
     if args.format == "html":
-        text = html_report(text)
+        text = html_report(result.facts, runs, sections=sections)
     if args.output:
         Path(args.output).write_text(text)
     if args.json:
@@ -232,7 +264,8 @@ def cmd_consistency(args) -> int:
 
     with tempfile.TemporaryDirectory(prefix="dgxops-consistency-") as tmp:
         out = os.path.join(tmp, "consistency.json")
-        result = _run(args, "playbooks/consistency.yml", extravars={"dgxops_consistency_report": out})
+        args.extra_vars = list(args.extra_vars or []) + [json.dumps({"dgxops_consistency_report": out})]
+        result = _run(args, _builtin_playbook("consistency"))
         data = json.loads(Path(out).read_text()) if os.path.exists(out) else None
     if data is None:
         print(result.summary(), file=sys.stderr)
@@ -275,6 +308,112 @@ def cmd_advise(args) -> int:
     return EXIT_OK
 
 
+# ansible-playbook's options that make sense through ansible-runner, with ansible-playbook's own
+# spelling (ansible-core 2.19-2.21 `ansible-playbook --help`). They are handed to ansible-playbook
+# unchanged, in the order given; -i, -e, -l, -t, --skip-tags, -f, -C, -D and -v are handled by
+# name because the wrapper reads them too. Not offered: --step (interactive, needs a terminal
+# that ansible-runner does not give), --version/--help (dgxops's own).
+# (flags, kind): "flag" (no value), "value" (one value), "append" (repeatable value)
+PASSTHROUGH_OPTIONS = [
+    (("-u", "--user"), "value"),
+    (("--private-key", "--key-file"), "value"),
+    (("-c", "--connection"), "value"),
+    (("-T", "--timeout"), "value"),
+    (("--ssh-common-args",), "value"),
+    (("--sftp-extra-args",), "value"),
+    (("--scp-extra-args",), "value"),
+    (("--ssh-extra-args",), "value"),
+    (("--connection-password-file", "--conn-pass-file"), "value"),
+    (("-b", "--become"), "flag"),
+    (("--become-method",), "value"),
+    (("--become-user",), "value"),
+    (("--become-password-file", "--become-pass-file"), "value"),
+    (("--vault-id",), "append"),
+    (("--vault-password-file", "--vault-pass-file"), "append"),
+    (("-M", "--module-path"), "append"),
+    (("--flush-cache",), "flag"),
+    (("--force-handlers",), "flag"),
+    (("--start-at-task",), "value"),
+    (("--list-hosts",), "flag"),
+    (("--list-tasks",), "flag"),
+    (("--list-tags",), "flag"),
+    (("--syntax-check",), "flag"),
+]
+# these print a listing instead of running: their output is the result
+LISTING_OPTIONS = ("list_hosts", "list_tasks", "list_tags", "syntax_check")
+
+
+def _dest(flags) -> str:
+    return [f for f in flags if f.startswith("--")][0][2:].replace("-", "_")
+
+
+def _passthrough_argv(args) -> list[str]:
+    """The pass-through options as ansible-playbook arguments, then everything after `--`."""
+    argv = ["--" + dest.replace("_", "-") for dest in PASSWORD_PROMPTS if getattr(args, dest, False)]
+    for flags, kind in PASSTHROUGH_OPTIONS:
+        value = getattr(args, "pt_" + _dest(flags), None)
+        flag = "--" + _dest(flags).replace("_", "-")  # ansible-playbook's long spelling
+        if kind == "flag" and value:
+            argv.append(flag)
+        elif kind == "value" and value is not None:
+            argv += [flag, value]
+        elif kind == "append":
+            for item in value or []:
+                argv += [flag, item]
+    return argv + list(getattr(args, "passthrough", []) or [])
+
+
+def add_playbook_options(p, playbook: str | None = None) -> None:
+    """Options shared by the commands that run a playbook: ansible-playbook's, then dgxops's.
+    ``playbook``: "PLAYBOOK" (required), a default playbook (optional argument), or None."""
+    if playbook == "PLAYBOOK":
+        p.add_argument("playbook", help="a playbook path (relative to the current directory) or FQCN (dgxops.fleet.site)")
+    elif playbook:
+        p.add_argument("playbook", nargs="?", default=playbook)
+    add_ansible_playbook_options(p)
+    add_run_options(p)
+
+
+def add_ansible_playbook_options(p) -> None:
+    g = p.add_argument_group("ansible-playbook options (same spelling and meaning; after `--`, anything else)")
+    g.add_argument("-i", "--inventory", "--inventory-file", action="append",
+                   help="inventory (default: the one your ansible.cfg names)")
+    g.add_argument("-e", "--extra-vars", action="append", metavar="EXTRA_VARS",
+                   help="KEY=VALUE ..., YAML/JSON, or @FILE (vault-encrypted too), parsed by Ansible")
+    g.add_argument("-l", "--limit")
+    g.add_argument("-t", "--tags")
+    g.add_argument("--skip-tags")
+    g.add_argument("-f", "--forks", type=int)
+    g.add_argument("-C", "--check", action="store_true")
+    g.add_argument("-D", "--diff", action="store_true")
+    g.add_argument("-v", "--verbose", action="count", default=0,
+                   help="-v..-vvvv: Ansible's own output at that level instead of the progress lines")
+    g.add_argument("-k", "--ask-pass", action="store_true", dest="ask_pass")
+    g.add_argument("-K", "--ask-become-pass", action="store_true", dest="ask_become_pass")
+    g.add_argument("-J", "--ask-vault-password", "--ask-vault-pass", action="store_true", dest="ask_vault_pass")
+    for flags, kind in PASSTHROUGH_OPTIONS:
+        dest = "pt_" + _dest(flags)
+        if kind == "flag":
+            g.add_argument(*flags, dest=dest, action="store_true")
+        else:
+            g.add_argument(*flags, dest=dest, metavar=_dest(flags).upper(), action="append" if kind == "append" else "store")
+
+
+def add_run_options(p) -> None:
+    from dgxops.runner import DEFAULT_KEEP_RUNS
+
+    g = p.add_argument_group("dgxops options")
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
+    g.add_argument("--json", action="store_true", help="machine-readable output")
+    g.add_argument("--strategy", choices=["auto", "linear", "mitogen"],
+                   help="auto (default, or $DGXOPS_STRATEGY): dgxops.fleet.mitogen_linear when mitogen is installed, else linear")
+    g.add_argument("--artifact-dir", help="keep the run's ansible-runner artifacts here (default ~/.cache/dgxops/runs)")
+    g.add_argument("--keep-runs", type=int, default=DEFAULT_KEEP_RUNS,
+                   help="runs kept in the artifact directory, oldest removed first; 0 keeps all (default %(default)s)")
+    g.add_argument("--project-config", action="store_true",
+                   help="use this checkout's ansible.cfg instead of the one Ansible finds ($ANSIBLE_CONFIG, ./ansible.cfg, ...)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dgxops", description="Provision and tune DGX fleets with the dgxops.fleet collection.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -295,55 +434,37 @@ def build_parser() -> argparse.ArgumentParser:
     p_sim.add_argument("--json", action="store_true", help="machine-readable output")
     p_sim.set_defaults(func=cmd_sim)
 
-    def playbook_args(p, playbook=True):
-        if playbook is True:
-            p.add_argument("playbook")
-        elif playbook:
-            p.add_argument("playbook", nargs="?", default=playbook)
-        p.add_argument("-i", "--inventory", action="append", help="inventory (default: ansible.cfg's, the simulated fleet)")
-        p.add_argument("-e", "--extra-vars", action="append")
-        p.add_argument("-l", "--limit")
-        p.add_argument("-t", "--tags")
-        p.add_argument("--skip-tags")
-        p.add_argument("-f", "--forks", type=int)
-        p.add_argument("-v", "--verbose", action="count", default=0)
-        p.add_argument("-q", "--quiet", action="store_true", help="no progress, only the summary")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.add_argument("--strategy", choices=["auto", "linear", "mitogen"],
-                       help="auto (default, or $DGXOPS_STRATEGY): dgxops.fleet.mitogen_linear when mitogen is installed, else linear")
-
     p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
-    playbook_args(p_run)
-    p_run.add_argument("-C", "--check", action="store_true")
-    p_run.add_argument("-D", "--diff", action="store_true")
+    add_playbook_options(p_run, "PLAYBOOK")
     p_run.add_argument("--save", help="also write the JSON result to this file (for `dgxops report --run`)")
     p_run.set_defaults(func=cmd_run)
 
     p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
-    playbook_args(p_check, "site.yml")
+    add_playbook_options(p_check, "site.yml")
     p_check.add_argument("--detailed-exitcode", action="store_true", help="exit 2 when changes are pending")
     p_check.set_defaults(func=cmd_check)
 
     p_facts = sub.add_parser("facts", help="fleet GPU table: nodes x GPUs")
-    playbook_args(p_facts, playbook=False)
+    add_playbook_options(p_facts)
     p_facts.set_defaults(func=cmd_facts)
 
     p_doctor = sub.add_parser("doctor", help="driver doctor (guide 000 section 5.1) on every node")
-    playbook_args(p_doctor, playbook=False)
+    add_playbook_options(p_doctor)
     p_doctor.set_defaults(func=cmd_doctor)
 
     p_report = sub.add_parser("report", help="fleet report (Markdown or HTML)")
-    playbook_args(p_report, playbook=False)
+    add_playbook_options(p_report)
     p_report.add_argument("--format", choices=["md", "html"], default="md")
     p_report.add_argument("--output", "-o")
     p_report.add_argument("--html", help="also write the report as a self-contained HTML page to this file")
-    p_report.add_argument("--run", action="append", help="LABEL=RESULT.json from `dgxops run --json`, shown in the report")
+    p_report.add_argument("--run", action="append",
+                          help="LABEL=RESULT.json (dgxops run --save/--json) or LABEL=ARTIFACT_DIR (a kept run), shown in the report")
     p_report.add_argument("--consistency", help="CONSISTENCY.json from `dgxops consistency --save`, shown in the report")
     p_report.set_defaults(func=cmd_report)
 
     p_cons = sub.add_parser("consistency", help="fleet consistency: driver, CUDA, NCCL, kernel, GPUs, VBIOS, topology, "
                                                 "MIG layout and managed files compared per group")
-    playbook_args(p_cons, playbook=False)
+    add_playbook_options(p_cons)
     p_cons.add_argument("--strict", action="store_true", help="exit 5 when a node differs from its group")
     p_cons.add_argument("--save", help="also write the result as JSON (for `dgxops report --consistency`)")
     p_cons.set_defaults(func=cmd_consistency)
@@ -378,7 +499,14 @@ def main(argv=None) -> int:
         sys.stdout.write(proc.stdout)
         sys.stderr.write(proc.stderr)
         return proc.returncode
+    passthrough: list[str] = []
+    if "--" in argv:  # the rest goes to ansible-playbook unchanged
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
+    if passthrough and not hasattr(args, "verbose"):
+        build_parser().error("`--` passes arguments to ansible-playbook: only commands that run a playbook take it")
+    args.passthrough = passthrough
     try:
         return args.func(args)
     except (RuntimeError, ValueError, OSError) as exc:

@@ -1,10 +1,15 @@
 """Fleet views built from the facts module's output and run results: the GPU table and the
-fleet report (Markdown or self-contained HTML)."""
+fleet report (Markdown, or a self-contained HTML page rendered by a Jinja2 template).
+
+A report is a list of :class:`Section` (hosts, the node x GPU grid, GPUs, each run's changes,
+drift), built once by :func:`report_sections` and rendered as Markdown or HTML. Other parts of
+dgxops add their own sections (e.g. consistency outliers) by passing ``sections=[Section(...)]``.
+"""
 
 from __future__ import annotations
 
 import datetime
-import html
+from dataclasses import dataclass, field
 from typing import Iterable
 
 GPU_COLUMNS = (
@@ -45,7 +50,7 @@ def gpu_rows(facts_by_host: dict[str, dict]) -> list[dict]:
 
 
 def _mig_instances(gpu: dict) -> str | None:
-    """``2 x 3g.40gb, 1 x 1g.10gb`` from the facts module's ``gpus[].mig_instances`` (parsed
+    """``6 x 1g.10gb, 1 x 2g.20gb`` from the facts module's ``gpus[].mig_instances`` (parsed
     ``nvidia-smi mig -lgi`` rows: name, profile_id, instance_id, placement)."""
     instances = gpu.get("mig_instances") if isinstance(gpu, dict) else None
     if not instances:
@@ -83,62 +88,155 @@ def _host_summary(facts_by_host: dict[str, dict]) -> list[list[str]]:
 
 
 HOST_HEADER = ["host", "family", "GPUs", "driver", "kernel module", "NVSwitch", "MIG capable", "health"]
+RUN_HEADER = ["host", "ok", "changed", "unreachable", "failed", "skipped"]
 
 
-def consistency_section(result: dict) -> list[str]:
-    """Markdown lines for a fleet consistency result (``dgxops consistency --save``)."""
-    md = ["## Consistency", "", "**%s**" % ("consistent" if result.get("consistent") else
-                                          "%d node(s) differ from their group" % result.get("outlier_count", 0)), ""]
+@dataclass
+class Section:
+    """One part of the report: a heading, then optional text, a table and a list.
+    Cells are strings; the HTML page marks known good/bad values (see :func:`cell_class`)."""
+
+    title: str
+    text: str = ""
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    lists: list[tuple[str, list[str]]] = field(default_factory=list)  # (title, items); `x` marks code
+    kind: str = "table"  # table | grid (node x GPU) | run | drift; a hint for the page's layout
+
+    @property
+    def anchor(self) -> str:
+        return "".join(c if c.isalnum() else "-" for c in self.title.lower()).strip("-")
+
+
+def _gpu_grid(facts_by_host: dict[str, dict]) -> Section:
+    """Nodes as rows, GPU indexes as columns: model, memory, power and MIG at a glance."""
+    width = max([len((f or {}).get("nvidia_smi", {}).get("gpus") or []) for f in facts_by_host.values()] or [0])
+    rows = []
+    for host in sorted(facts_by_host):
+        smi = (facts_by_host[host] or {}).get("nvidia_smi") or {}
+        gpus = {g.get("index"): g for g in smi.get("gpus") or []}
+        if not gpus:
+            health = smi.get("health") or {}
+            rows.append([host] + ([health.get("reason") or "no GPU facts"] + ["-"] * (width - 1) if width else []))
+            continue
+        cells = [host]
+        for i in range(width):
+            g = gpus.get(i)
+            if g is None:
+                cells.append("-")
+                continue
+            mem = g.get("memory_total_mib")
+            bits = [str(g.get("name") or "?").replace("NVIDIA ", ""),
+                    ("%d GiB" % round(mem / 1024)) if isinstance(mem, (int, float)) else "unified memory",
+                    "%s W" % _fmt(g.get("power_limit_w"))]
+            if g.get("mig_mode_current") == "Enabled":
+                bits.append("MIG " + (_mig_instances(g) or "on"))
+            cells.append(" / ".join(bits))
+        rows.append(cells)
+    return Section("Nodes x GPUs", columns=["node"] + ["GPU %d" % i for i in range(width)], rows=rows, kind="grid")
+
+
+def _run_section(label: str, run: dict) -> Section:
+    sec = Section("Run: %s" % label, kind="run",
+                  text="status %s, rc %s, %d change(s), %d failure(s)" % (run["status"], run["rc"], run["changed"], len(run["failures"])),
+                  columns=list(RUN_HEADER),
+                  rows=[[h, str(s.get("ok", 0)), str(s.get("changed", 0)), str(s.get("dark", 0)), str(s.get("failures", 0)),
+                         str(s.get("skipped", 0))] for h, s in sorted(run["hosts"].items())])
+    if run["failures"]:
+        sec.lists.append(("Failures:", ["`%s` %s: %s" % (f["host"], f["task"], (f["msg"] or "").strip().splitlines()[0] if f["msg"] else "")
+                                        for f in run["failures"]]))
+    if run.get("changed_tasks"):
+        by_task: dict[str, list[str]] = {}
+        for c in run["changed_tasks"]:
+            by_task.setdefault(c["task"], []).append(c["host"])
+        sec.lists.append(("Changes (task: hosts):",
+                          ["%s: %s" % (task, ", ".join("`%s`" % h for h in sorted(hosts))) for task, hosts in by_task.items()]))
+    return sec
+
+
+def _drift_section(runs) -> Section | None:
+    """What differs from the declared state: the diffs of check/diff runs, per host and task."""
+    rows = []
+    for label, run in runs:
+        for d in run.get("diffs") or []:
+            diffs = d["diff"] if isinstance(d["diff"], list) else [d["diff"]]
+            for one in diffs:
+                if not isinstance(one, dict):
+                    continue
+                where = one.get("after_header") or one.get("before_header") or ""
+                before, after = one.get("before"), one.get("after")
+                what = _short(before) + " -> " + _short(after) if (before is not None or after is not None) else ""
+                rows.append([d["host"], d["task"], str(where), what, label])
+    if not rows:
+        return None
+    return Section("Drift", kind="drift", text="Differences from the declared state found by check/diff runs.",
+                   columns=["host", "task", "where", "before -> after", "run"], rows=rows)
+
+
+def _short(value, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def consistency_section(result: dict) -> Section:
+    """The fleet consistency result (``dgxops consistency --save``) as a report section."""
     rows = []
     for group, g in sorted((result.get("groups") or {}).items()):
         ref = g.get("reference") or {}
         rows.append([group, str(len(g.get("hosts") or [])), _fmt(ref.get("driver_version")), _fmt(ref.get("driver_flavour")),
                      _fmt(ref.get("cuda_version")), _fmt(ref.get("nccl_version")), _fmt(ref.get("kernel")),
                      _fmt(ref.get("mig_layout")), ", ".join(sorted(g.get("outliers") or {})) or "none"])
-    md += [_md_table(["group", "nodes", "driver", "flavour", "CUDA", "NCCL", "kernel", "MIG", "outliers"], rows), ""]
-    out = []
+    sec = Section("Consistency", columns=["group", "nodes", "driver", "flavour", "CUDA", "NCCL", "kernel", "MIG", "outliers"],
+                  rows=rows, text="consistent" if result.get("consistent") else
+                  "%d node(s) differ from their group" % result.get("outlier_count", 0))
+    items = []
     for group, g in sorted((result.get("groups") or {}).items()):
         for host, fields in sorted((g.get("outliers") or {}).items()):
-            for field, d in sorted(fields.items()):
-                what = ", ".join(d.get("differs") or []) if field == "files" else "%s (group: %s)" % (
+            for fname, d in sorted(fields.items()):
+                what = ", ".join(d.get("differs") or []) if fname == "files" else "%s (group: %s)" % (
                     _fmt(d.get("value")), _fmt(d.get("expected")))
-                out.append([host, group, d.get("title", field), what])
-    if out:
-        md += [_md_table(["host", "group", "differs in", "value"], out), ""]
-    return md
+                items.append("`%s` (%s): %s %s" % (host, group, d.get("title", fname), what))
+    if items:
+        sec.lists.append(("Outliers:", items))
+    return sec
 
 
-def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (), title: str = "DGX fleet report",
-                    consistency: dict | None = None) -> str:
-    """``runs``: (label, RunResult.as_dict()) pairs, e.g. first converge and idempotent rerun."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    md = ["# %s" % title, "", "Generated %s for %d host(s)." % (now, len(facts_by_host)), ""]
-    md += ["## Hosts", "", _md_table(HOST_HEADER, _host_summary(facts_by_host)), ""]
+def report_sections(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (),
+                    sections: Iterable[Section] = ()) -> list[Section]:
+    """The report's sections in order; ``sections`` (e.g. consistency outliers) go after the runs."""
+    runs = list(runs)
+    out = [Section("Hosts", columns=list(HOST_HEADER), rows=_host_summary(facts_by_host)), _gpu_grid(facts_by_host)]
     gpu_header = ["host"] + [t for _k, t in GPU_COLUMNS] + ["MIG instances"]
     gpu_cells = []
     for row in gpu_rows(facts_by_host):
         gpu = row["gpu"] or {}
         gpu_cells.append([row["host"]] + [_fmt(gpu.get(k)) for k, _t in GPU_COLUMNS] + [_fmt(row.get("mig_instances"))])
-    md += ["## GPUs", "", _md_table(gpu_header, gpu_cells), ""]
-    if consistency:
-        md += consistency_section(consistency)
-    for label, run in runs:
-        md += ["## Run: %s" % label, "",
-               "status **%s**, rc %s, %d change(s), %d failure(s)" % (run["status"], run["rc"], run["changed"], len(run["failures"])), ""]
-        md.append(_md_table(["host", "ok", "changed", "unreachable", "failed", "skipped"], [
-            [h, str(s.get("ok", 0)), str(s.get("changed", 0)), str(s.get("dark", 0)), str(s.get("failures", 0)), str(s.get("skipped", 0))]
-            for h, s in sorted(run["hosts"].items())]))
-        if run["failures"]:
-            md += ["", "Failures:", ""]
-            md += ["- `%s` %s: %s" % (f["host"], f["task"], (f["msg"] or "").strip().splitlines()[0] if f["msg"] else "")
-                   for f in run["failures"]]
-        if run.get("changed_tasks"):
-            by_task: dict[str, list[str]] = {}
-            for c in run["changed_tasks"]:
-                by_task.setdefault(c["task"], []).append(c["host"])
-            md += ["", "Changes (task: hosts):", ""]
-            md += ["- %s: %s" % (task, ", ".join("`%s`" % h for h in sorted(hosts))) for task, hosts in by_task.items()]
-        md.append("")
+    out.append(Section("GPUs", columns=gpu_header, rows=gpu_cells))
+    out += [_run_section(label, run) for label, run in runs]
+    drift = _drift_section(runs)
+    if drift:
+        out.append(drift)
+    out += list(sections)
+    return out
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def markdown_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (), title: str = "DGX fleet report",
+                    sections: Iterable[Section] = ()) -> str:
+    """``runs``: (label, RunResult.as_dict()) pairs, e.g. first converge and idempotent rerun."""
+    md = ["# %s" % title, "", "Generated %s for %d host(s)." % (_now(), len(facts_by_host)), ""]
+    for sec in report_sections(facts_by_host, runs, sections):
+        md += ["## %s" % sec.title, ""]
+        if sec.text:
+            md += [sec.text, ""]
+        if sec.columns:
+            md += [_md_table(sec.columns, sec.rows), ""]
+        for list_title, items in sec.lists:
+            md += [list_title, ""] + ["- " + i for i in items] + [""]
     return "\n".join(md)
 
 
@@ -150,41 +248,34 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def html_report(markdown: str) -> str:
-    """A self-contained HTML page from the Markdown report (tables, headings, lists)."""
-    body = []
-    lines = markdown.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("# "):
-            body.append("<h1>%s</h1>" % html.escape(line[2:]))
-        elif line.startswith("## "):
-            body.append("<h2>%s</h2>" % html.escape(line[3:]))
-        elif line.startswith("| "):
-            table = []
-            while i < len(lines) and lines[i].startswith("|"):
-                table.append(lines[i])
-                i += 1
-            cells = [[c.strip().replace("\\|", "|") for c in row.strip("|").split(" | ")] for row in table if not row.startswith("|---")]
-            head, rows = cells[0], cells[1:]
-            body.append("<table><thead><tr>%s</tr></thead><tbody>%s</tbody></table>" % (
-                "".join("<th>%s</th>" % html.escape(h) for h in head),
-                "".join("<tr>%s</tr>" % "".join('<td class="%s">%s</td>' % (_cls(c), html.escape(c)) for c in r) for r in rows)))
-            continue
-        elif line.startswith("- "):
-            body.append("<li>%s</li>" % html.escape(line[2:]))
-        elif line.strip():
-            body.append("<p>%s</p>" % html.escape(line).replace("**", ""))
-        i += 1
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}"
-             "th,td{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#76b900;color:#fff}"
-             "td.bad{background:#fdd}td.good{background:#dfd}")
-    return "<!doctype html><html><head><meta charset='utf-8'><title>DGX fleet report</title><style>%s</style></head><body>%s</body></html>" % (
-        style, "\n".join(body))
+def html_report(facts_by_host: dict[str, dict], runs: Iterable[tuple[str, dict]] = (), title: str = "DGX fleet report",
+                sections: Iterable[Section] = ()) -> str:
+    """A self-contained HTML page (no external resources), from the template templates/report.html.j2."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("dgxops", "templates"),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]), trim_blocks=True, lstrip_blocks=True)
+    env.filters["cell_class"] = cell_class
+    env.filters["code"] = _code_spans
+    secs = report_sections(facts_by_host, runs, sections)
+    hosts = len(facts_by_host)
+    unhealthy = sum(1 for f in facts_by_host.values()
+                    if not (((f or {}).get("nvidia_smi") or {}).get("health") or {}).get("ok", False))
+    gpus = sum(len(((f or {}).get("nvidia_smi") or {}).get("gpus") or []) for f in facts_by_host.values())
+    return env.get_template("report.html.j2").render(title=title, generated=_now(), sections=secs,
+                                                     summary={"hosts": hosts, "gpus": gpus, "unhealthy": unhealthy})
 
 
-def _cls(cell: str) -> str:
+def _code_spans(text: str):
+    """`x` -> <code>x</code>, everything else escaped."""
+    import markupsafe
+
+    parts = str(text).split("`")
+    return markupsafe.Markup("").join(markupsafe.Markup("<code>%s</code>") % p if i % 2 else markupsafe.escape(p)
+                                      for i, p in enumerate(parts))
+
+
+def cell_class(cell: str) -> str:
     if cell in ("ok",):
         return "good"
     if cell.startswith(("driver", "gpu lost", "no GPU", "unknown")) or cell == "FAILED":

@@ -154,3 +154,18 @@ def test_cli_unreachable_prometheus_is_an_environment_error(capsys):
         port = s.getsockname()[1]
     assert cli.main(["advise", "--prometheus", "http://127.0.0.1:%d" % port, "--timeout", "2"]) == 4
     assert "cannot reach Prometheus" in capsys.readouterr().err
+
+
+def test_metrics_file_keeps_non_ascii_label_values(tmp_path):
+    """UTF-8 label values (a host named by its site, a GPU model string) come back as written,
+    with Prometheus escapes decoded: the hand-written parser mangled them (unicode_escape on UTF-8)."""
+    text = ('# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
+            'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-1",Hostname="nœud-münchen-1",modelName="NVIDIA H100 «SXM»",'
+            'note="a\\\\b \\"q\\" \\n"} 12\n')
+    samples = advise.parse_metrics_text(text)
+    assert samples == [("DCGM_FI_DEV_GPU_UTIL", {"gpu": "0", "UUID": "GPU-1", "Hostname": "nœud-münchen-1",
+                                                 "modelName": "NVIDIA H100 «SXM»", "note": 'a\\b "q" \n'}, 12.0)]
+    path = tmp_path / "scrape.prom"
+    path.write_text(text, encoding="utf-8")
+    result = advise.advise_metrics_file(str(path))
+    assert "nœud-münchen-1" in result.as_dict()["hosts"]

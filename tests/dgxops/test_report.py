@@ -51,7 +51,40 @@ def test_markdown_and_html_report():
     assert "| node-b | h100 | 2 | 580.95.05 | open | on | on | ok |" in md
     assert "| node-a | - | - | - | - | - | - | driver not loaded |" in md
     assert "## Run: idempotent rerun" in md and "| node-b | 5 | 0 | 0 | 0 | 1 |" in md
-    page = report.html_report(md)
+    page = report.html_report(FACTS, [("idempotent rerun", run)])
     assert page.startswith("<!doctype html>")
     assert "<th>host</th>" in page and "<td class=\"bad\">driver not loaded</td>" in page
-    assert page.count("<table>") == 3
+    # hosts, the node x GPU grid, GPUs, the run
+    assert page.count("<table") == 4 and '<table class="grid">' in page
+    assert "<td class=\"\">H100 80GB HBM3 / 80 GiB / 700 W / MIG 6 x 1g.10gb, 1 x 2g.20gb</td>" in page
+
+
+def test_html_is_rendered_from_data_not_reparsed_markdown():
+    """Values that Markdown would mangle (pipes, asterisks, markup) arrive in the page as written, escaped."""
+    facts = {"node|<b>x</b>": {"nvidia_smi": {"driver_version": "580**1", "gpus": [], "health": {"ok": False, "reason": "a | b"}}}}
+    run = {"status": "failed", "rc": 2, "changed": 1, "hosts": {"node|<b>x</b>": {"ok": 1, "changed": 1}},
+           "failures": [{"host": "node|<b>x</b>", "task": "T", "msg": "it <broke> | here", "unreachable": False}],
+           "changed_tasks": [{"host": "node|<b>x</b>", "task": "Render"}],
+           "diffs": [{"host": "node|<b>x</b>", "task": "Render", "diff": {"after_header": "/etc/nccl.conf", "before": "A=1", "after": "A=2"}}]}
+    page = report.html_report(facts, [("check", run)])
+    assert "<b>x</b>" not in page and "node|&lt;b&gt;x&lt;/b&gt;" in page
+    assert "580**1" in page and "a | b" in page and "it &lt;broke&gt; | here" in page
+    assert "<code>node|&lt;b&gt;x&lt;/b&gt;</code>" in page  # the failure list marks the host as code
+    assert 'id="drift"' in page and "/etc/nccl.conf" in page and "A=1 -&gt; A=2" in page
+
+
+def test_extra_sections_are_rendered_in_both_formats():
+    extra = report.Section("Consistency outliers", text="Settings that differ from the group's majority.",
+                           columns=["host", "setting", "value", "majority"], rows=[["node-b", "power_limit_w", "500", "700"]])
+    md = report.markdown_report(FACTS, sections=[extra])
+    assert "## Consistency outliers" in md and "| node-b | power_limit_w | 500 | 700 |" in md
+    page = report.html_report(FACTS, sections=[extra])
+    assert '<section id="consistency-outliers"' in page and "<td class=\"\">power_limit_w</td>" in page
+    assert '<a href="#consistency-outliers">' in page
+
+
+def test_node_by_gpu_grid_has_one_column_per_gpu_index():
+    (grid,) = [s for s in report.report_sections(FACTS) if s.kind == "grid"]
+    assert grid.columns == ["node", "GPU 0", "GPU 1"]
+    assert grid.rows[0] == ["node-a", "driver not loaded", "-"]  # a node without GPU facts spans the same columns
+    assert grid.rows[1][0] == "node-b" and grid.rows[1][2] == "H100 80GB HBM3 / 80 GiB / 500 W"

@@ -7,20 +7,41 @@ from dgxops import runner
 from dgxops.runner import PlaybookRun
 
 
-def test_build_kwargs_is_explicit(tmp_path):
+def test_build_kwargs_is_explicit(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    monkeypatch.setenv("DGXOPS_STATE_DIR", str(tmp_path / "state"))
     spec = PlaybookRun("site.yml", inventory="inventories/simulated/hosts.yml", check=True, diff=True,
-                       limit="dgx_h100", tags="nccl", extravars={"a": 1}, forks=4)
+                       limit="dgx_h100", tags="nccl", extravars={"a": 1}, forks=4, cwd=str(runner.ROOT))
     kw = runner.build_runner_kwargs(spec, str(tmp_path))
     assert kw["private_data_dir"] == str(tmp_path)
+    assert kw["project_dir"] == str(runner.ROOT)
     assert kw["playbook"] == str(runner.ROOT / "site.yml")
     assert kw["inventory"] == [str(runner.ROOT / "inventories/simulated/hosts.yml")]
     assert kw["cmdline"] == "--check --diff"
     assert kw["limit"] == "dgx_h100" and kw["tags"] == "nccl" and kw["forks"] == 4
     assert kw["extravars"] == {"a": 1}
-    assert kw["envvars"]["ANSIBLE_CONFIG"] == str(runner.ROOT / "ansible.cfg")
+    # Ansible finds ./ansible.cfg itself (the checkout's here), and its fact cache is used
+    assert "ANSIBLE_CONFIG" not in kw["envvars"] and "ANSIBLE_CACHE_PLUGIN" not in kw["envvars"]
+    assert kw["fact_cache_type"] != "jsonfile"  # not ansible-runner's per-run cache
     assert kw["envvars"]["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
-    assert kw["rotate_artifacts"] == 1
+    assert kw["artifact_dir"] == str(tmp_path / "state" / "runs") and kw["rotate_artifacts"] == runner.DEFAULT_KEEP_RUNS
     assert "verbosity" not in kw and "timeout" not in kw
+
+
+def test_paths_resolve_from_the_callers_directory_and_fqcn_playbooks_pass(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.yml").write_text("[]\n")
+    kw = runner.build_runner_kwargs(PlaybookRun("mine.yml", inventory="inv"), str(tmp_path / "p"))
+    assert kw["playbook"] == str(tmp_path / "mine.yml") and kw["inventory"] == [str(tmp_path / "inv")]
+    assert kw["project_dir"] == str(tmp_path)
+    kw = runner.build_runner_kwargs(PlaybookRun("dgxops.fleet.site"), str(tmp_path / "p"))
+    assert kw["playbook"] == "dgxops.fleet.site"
+    # no ansible.cfg anywhere: the wrapper's shared fact cache, and the checkout's config only on request
+    assert kw["envvars"]["ANSIBLE_CACHE_PLUGIN"] == "jsonfile"
+    kw = runner.build_runner_kwargs(PlaybookRun("mine.yml", project_config=True), str(tmp_path / "p"))
+    assert kw["envvars"]["ANSIBLE_CONFIG"] == str(runner.ROOT / "ansible.cfg")
+    assert "ANSIBLE_CACHE_PLUGIN" not in kw["envvars"]  # the checkout's ansible.cfg names a cache
 
 
 def _playbook(tmp_path, body):
@@ -84,8 +105,9 @@ def test_second_run_is_reported_unchanged(tmp_path):
     # the result says which strategy ran: auto picks the collection's mitogen_linear where mitogen is installed
     expected = "dgxops.fleet.mitogen_linear" if runner.mitogen_installed() else "linear"
     assert first.strategy == expected and first.as_dict()["strategy"] == expected
-    assert first.summary().endswith("strategy " + expected)
-    assert second.strategy == "linear" and second.summary().endswith("strategy linear")
+    assert first.summary().splitlines()[-2].endswith("strategy " + expected)
+    assert second.strategy == "linear" and second.summary().splitlines()[-2].endswith("strategy linear")
+    assert first.summary().splitlines()[-1] == "artifacts: %s" % first.artifact_dir
 
 
 def test_progress_printer_one_line_per_task():
@@ -126,8 +148,8 @@ def test_strategy_selection(monkeypatch):
 def test_inventory_sources_host_lists_stay_and_empty_entries_are_refused():
     import pytest
 
-    kw = runner.build_runner_kwargs(PlaybookRun("x.yml", inventory=["localhost,", "a,b", "inventories/example", "/abs/hosts"]),
-                                    "/tmp/x")
+    kw = runner.build_runner_kwargs(PlaybookRun("x.yml", inventory=["localhost,", "a,b", "inventories/example", "/abs/hosts"],
+                                                cwd=str(runner.ROOT)), "/tmp/x")
     assert kw["inventory"] == ["localhost,", "a,b", str(runner.ROOT / "inventories/example"), "/abs/hosts"]
     # an empty entry would resolve to the checkout, whose executables Ansible would run with --list
     for bad in ("", "  "):

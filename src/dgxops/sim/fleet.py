@@ -242,12 +242,39 @@ class SimFleet:
             }
         }
 
+    # The simulated fleet's settings: inventories/simulated/{group_vars,host_vars} in a checkout
+    # (src/dgxops/sim/inventory links there), package data in an installed dgxops.
+    SETTINGS_DIR = Path(__file__).resolve().parent / "inventory"
+
     def write_inventory(self, path: Path) -> Path:
+        """Write the fleet's inventory to ``path``. Written anywhere but beside the simulated
+        fleet's own group_vars/host_vars, it carries those settings inside it (group and host
+        vars at the same levels, so precedence is unchanged), so site.yml runs against it as
+        against inventories/simulated."""
         import yaml  # controller-side dependency, imported late to keep the module light
 
+        data = self.inventory()
+        settings = self.SETTINGS_DIR.resolve()
+        path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        note = ""
+        if path.resolve().parent != settings and (settings / "group_vars").is_dir():
+            root = data["all"]
+            groups = dict(root["children"]["dgx"]["children"], simulated=root["children"]["simulated"],
+                          dgx=root["children"]["dgx"])
+            hosts = {h: hv for g in root["children"]["dgx"]["children"].values() for h, hv in g.get("hosts", {}).items()}
+            for vars_file in sorted((settings / "group_vars").glob("*.yml")):
+                values = yaml.safe_load(vars_file.read_text()) or {}
+                if vars_file.stem == "all":
+                    root["vars"] = dict(values, **root.get("vars", {}))  # the connection settings stay the fleet's
+                elif vars_file.stem in groups:
+                    groups[vars_file.stem].setdefault("vars", {}).update(values)
+            for vars_file in sorted((settings / "host_vars").glob("*.yml")):
+                if vars_file.stem in hosts:
+                    hosts[vars_file.stem].update(yaml.safe_load(vars_file.read_text()) or {})
+            note = "# The simulated fleet's settings (inventories/simulated/group_vars, host_vars) are included.\n"
         path.write_text("---\n# Written by `dgxops sim up` for fleet %s; regenerated on every up.\n" % self.name
-                        + yaml.safe_dump(self.inventory(), sort_keys=True))
+                        + note + yaml.safe_dump(data, sort_keys=True))
         return path
 
     def exec(self, node: str, *argv: str) -> subprocess.CompletedProcess:
