@@ -11,6 +11,7 @@ import re
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.dgxops.fleet.plugins.module_utils import validate_files
 
 _AREA_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -38,6 +39,9 @@ class ActionModule(ActionBase):
             raise AnsibleActionFail("validate: no validator for area %r (%s)" % (area, exc))
 
         outcome = validator.validate(config)
+        if area != "files":
+            # paths and modes of root-written files, whatever role passes them (validate_files)
+            validate_files.check(config, outcome)
         for warning in outcome.warnings:
             self._display.warning(warning)
         result["changed"] = False
