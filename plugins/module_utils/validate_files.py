@@ -103,13 +103,17 @@ def check_path(result, variable, value):
 
 
 def check_mode(result, variable, value):
-    text = str(value) if isinstance(value, str) else None
-    if text is None or not _MODE_RE.match(text):
+    # an integer is the mode itself, as Ansible's file modules read it (YAML 0644 is 420)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
+        bits = value
+    elif isinstance(value, str) and _MODE_RE.match(value):
+        bits = int(value, 8)
+    else:
         result.error(variable, value, "an octal mode string such as \"0644\" (quoted in YAML)")
         return
-    bits = int(text, 8)
     if bits & 0o022:
-        result.error(variable, value, "a mode that is not group- or world-writable, such as \"0644\" or "
+        result.error(variable, value if isinstance(value, str) else "%04o" % bits,
+                     "a mode that is not group- or world-writable, such as \"0644\" or "
                      "\"0640\" (a writable %s lets any user change what root-run tools read)" % variable)
 
 

@@ -15,6 +15,7 @@ from ansible_collections.dgxops.fleet.plugins.module_utils.validate_files import
     ("mig_config_dir", "/etc/dgxops/mig"),
     ("nccl_conf_mode", "0644"),
     ("nccl_conf_mode", "0600"),
+    ("nccl_conf_mode", 0o644),
 ])
 def test_documented_paths_and_modes_pass(variable, value):
     assert validate({variable: value}).errors == []
@@ -35,7 +36,7 @@ def test_documented_paths_and_modes_pass(variable, value):
     ("tenant_isolation_unit_dir", "/lib/systemd/system", "belongs to another package"),
     ("nccl_conf_mode", "0666", "not group- or world-writable"),
     ("nccl_conf_mode", "0664", "not group- or world-writable"),
-    ("nccl_conf_mode", 420, "octal mode string"),
+    ("nccl_conf_mode", -1, "octal mode string"),
     ("nccl_conf_mode", "rw-r--r--", "octal mode string"),
 ])
 def test_bad_paths_and_modes_are_refused(variable, value, expected):
@@ -54,3 +55,10 @@ def test_other_variables_are_ignored():
     ("spark.hadoop.fs.s3a.session.token", True), ("spark.executor.memory", False)])
 def test_secret_keys(key, secret):
     assert is_secret_key(key) is secret
+
+
+def test_an_integer_mode_is_read_as_the_mode_bits():
+    # `nccl_conf_mode: 0666` unquoted in YAML (or -e nccl_conf_mode=0666) arrives as 438
+    assert validate({"nccl_conf_mode": 0o666}).errors == [
+        "nccl_conf_mode: invalid value '0666'; allowed: a mode that is not group- or world-writable, such as "
+        "\"0644\" or \"0640\" (a writable nccl_conf_mode lets any user change what root-run tools read)"]
