@@ -31,6 +31,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_profiles
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
@@ -176,12 +177,25 @@ def check_monitoring(result, address):
                     "network's address" % (address,))
 
 
+def check_driver(result, facts, enabled):
+    """The installed driver branch against the GPU family, when this run does not install one."""
+    branch = facts.get("driver_branch")
+    family = facts.get("model_family")
+    minimum = driver_support.unsupported(branch, family)
+    if minimum is not None and "nvidia_driver" not in enabled:
+        result.error_text("the installed NVIDIA driver (branch R%s, %s) does not support %s GPUs; allowed: "
+                          "branch %d or newer. Fix: install it (nvidia_driver_branch: \"%d\" with "
+                          "dgxops_enable_driver: true); `dgxops doctor` shows the same verdict"
+                          % (branch, facts.get("driver_version"), family, minimum, minimum))
+
+
 def validate(config):
     result = ValidationResult()
     facts = config.get("facts") or {}
     if not isinstance(facts, dict):
         facts = {}
     enabled = config.get("enabled") or []
+    check_driver(result, facts, enabled)
     mig_on = False
     if "mig" in enabled:
         mig_on = check_mig(result, config, facts)

@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
 FLAVOURS = ("auto", "open", "proprietary")
@@ -32,6 +33,15 @@ OPEN_DEFAULT_BRANCH = 560
 MIN_BRANCH = 470
 # GPU families the proprietary modules do not support (Grace Hopper / Blackwell need the open ones)
 OPEN_ONLY_FAMILIES = ("gh200", "gb10", "gb200", "gb300", "b100", "b200", "b300", "rtx_pro")
+
+def check_branch_supports_gpu(result, raw_branch, branch, family):
+    """Refuse a driver branch that does not support the node's GPU family (driver_support)."""
+    minimum = driver_support.unsupported(branch, family)
+    if minimum is not None:
+        result.error("nvidia_driver_branch", raw_branch,
+                     "a branch >= %d for %s GPUs (R%d does not support them: the kernel module would refuse "
+                     "the GPU and nvidia-smi would show none)" % (minimum, family, branch))
+
 
 _BRANCH_RE = re.compile(r"^[0-9]{3}$")
 _VERSION_RE = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
@@ -215,6 +225,7 @@ def validate(config):
                 result.error("nvidia_driver_branch", raw_branch,
                              "a branch >= %d for %s GPUs (open kernel modules only)" % (OPEN_MIN_BRANCH, family))
     norm["flavour"] = flavour
+    check_branch_supports_gpu(result, raw_branch, branch, family)
     # what auto picks when nothing is installed yet
     if branch is not None:
         norm["flavour_default"] = (

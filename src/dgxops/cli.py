@@ -183,11 +183,48 @@ def cmd_facts(args) -> int:
     return _exit_code(result)
 
 
+def doctor_verdicts(result) -> dict:
+    """Per host: the doctor's verdict (status, cause, fix, attention), or why there is none."""
+    verdicts = {}
+    for host in sorted(result.hosts):
+        found = (result.facts.get(host) or {}).get("dgxops_doctor")
+        if isinstance(found, dict):
+            verdicts[host] = found
+            continue
+        failure = next((f for f in result.failures if f.host == host), None)
+        if failure is not None and failure.unreachable:
+            verdicts[host] = {"status": "unreachable", "cause": failure.msg.strip() or "the host did not answer",
+                              "fix": "Check that the node is up and reachable (ssh/docker), then run the doctor again.",
+                              "check": None, "attention": []}
+        else:
+            verdicts[host] = {"status": "unknown", "cause": failure.msg.strip() if failure else "no verdict",
+                              "fix": "Run `dgxops doctor -v` to see the failing task.", "check": None, "attention": []}
+    return verdicts
+
+
+def format_doctor(verdicts: dict) -> str:
+    lines = []
+    for host, v in verdicts.items():
+        lines.append("%s: %s" % (host, str(v.get("status", "unknown")).upper()))
+        if v.get("cause"):
+            lines.append("    cause: %s" % v["cause"])
+        if v.get("fix"):
+            lines.append("    fix: %s" % v["fix"])
+        for item in v.get("attention") or []:
+            lines.append("    %s %s: %s" % (str(item.get("status", "")).upper(), item.get("check"), item.get("message")))
+    return "\n".join(lines)
+
+
 def cmd_doctor(args) -> int:
     result = _run(args, "playbooks/doctor.yml")
+    verdicts = doctor_verdicts(result)
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2, default=str))
+        data = result.as_dict()
+        data["verdicts"] = verdicts
+        print(json.dumps(data, indent=2, default=str))
     else:
+        print()
+        print(format_doctor(verdicts))
         print()
         print(result.summary())
     return _exit_code(result)

@@ -100,3 +100,13 @@ def test_spark_values_a_user_would_want_refused_or_warned():
 def test_monitoring_on_every_address_is_warned(address, warned):
     result = run(enabled=("monitoring",), monitoring_listen_address=address)
     assert result.errors == [] and bool(result.warnings) is warned
+
+
+def test_installed_driver_that_does_not_support_the_gpu():
+    f = dict(facts(family="h100", mib=81559), driver_branch=470, driver_version="470.256.02")
+    bad = run(enabled=("gpu_tuning",), facts=f)
+    assert bad.errors and bad.errors[0].startswith("the installed NVIDIA driver (branch R470, 470.256.02) does not "
+                                                   "support h100 GPUs; allowed: branch 525 or newer")
+    # the driver role installs the declared branch in this run; its own validator checks that one
+    assert run(enabled=("nvidia_driver", "gpu_tuning"), facts=f).errors == []
+    assert run(enabled=("gpu_tuning",), facts=dict(f, driver_branch=580)).errors == []

@@ -1,0 +1,131 @@
+"""Reliability on a simulated fleet of its own (issue 22): bad declared state is refused before any
+host changes, node faults are named by the facts' own reason and fix, the doctor gives a verdict.
+
+The fleet (an A100-40GB on driver 535, which lists MIG profiles only with MIG on, and an H100) is
+this module's own, so it never touches the fleets other tests start."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dgxops.runner import PlaybookRun, run_playbook
+from dgxops.sim.fleet import SimFleet, parse_layout
+
+from .conftest import _docker_ok
+
+FLEET = "rel22"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOCKER = "/usr/bin/docker"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    if not _docker_ok():
+        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
+    sim = SimFleet(FLEET)
+    sim.down()
+    nodes = sim.up(parse_layout("dgx-a100-40gb=1,dgx-h100=1", fleet=FLEET))
+    inv_dir = tmp_path_factory.mktemp("inventory")
+    inventory = sim.write_inventory(inv_dir / "hosts.yml")
+    os.symlink(os.path.join(ROOT, "inventories", "simulated", "group_vars"), inv_dir / "group_vars")
+    try:
+        yield {n.model: n.name for n in nodes}, str(inventory)
+    finally:
+        sim.down()
+
+
+def node_exec(node, *argv):
+    return subprocess.run([DOCKER, "exec", node, *argv], capture_output=True, text=True, check=False)
+
+
+def mig_modes(node):
+    out = node_exec(node, "nvidia-smi", "--query-gpu=mig.mode.current,mig.mode.pending", "--format=csv,noheader")
+    return out.stdout.split("\n")[0].strip()
+
+
+A100_MIG = {"mig_layout": [{"gpus": 0, "instances": [{"profile": "1g.20gb", "count": 1}]}]}
+
+
+@pytest.mark.parametrize("extravars, expected", [
+    # the A100-40GB's driver (535) lists no profiles with MIG off: the model table refuses it
+    (A100_MIG, "profile '1g.20gb' is not offered by this GPU"),
+    ({"mig_layout": [{"gpus": "all", "instances": [{"profile": "1g.5gb", "count": 8}]}]}, "at most 7 instance"),
+    ({"mig_layout": [{"gpus": 12, "instances": [{"profile": "1g.5gb", "count": 1}]}]}, "GPU index 12 does not exist"),
+    ({"mig_layout": [{"gpus": 0, "instances": [{"profile": 99, "count": 1}]}]}, "profile id 99 is not offered"),
+    ({"mig_layout": [{"gpus": 0, "instances": [{"profile": "1g.5gb+me", "count": 2}]}]}, "1g.5gb+me requested"),
+    ({"mig_layout": [{"gpus": "all", "instances": [{"profile": "3g.20gb", "count": 2}]}],
+      "spark_rapids_cluster_manager": "standalone"}, "spark_rapids_cluster_manager: invalid value 'standalone'"),
+    ({"gpu_tuning_gpus": ["12"]}, "gpu_tuning_gpus: invalid value '12'"),
+    ({"gpu_tuning_application_clocks": "1215,1"}, "graphics clock 1 MHz is not supported"),
+    ({"storage_tuning_mounts": [{"target": "/no/such/mount", "add": ["noatime"]}]}, "/no/such/mount"),
+    ({"nvidia_driver_modprobe_path": "/etc/passwd"}, "nvidia_driver_modprobe_path: invalid value '/etc/passwd'"),
+    ({"nccl_conf_mode": "0666"}, "nccl_conf_mode: invalid value '0666'"),
+    ({"spark_rapids_conf_dir": "conf"}, "spark_rapids_conf_dir: invalid value 'conf'"),
+    ({"dgxops_serial": "lots"}, "dgxops_serial: invalid value 'lots'"),
+    ({"dgxops_max_fail_percentage": "half"}, "dgxops_max_fail_percentage: invalid value 'half'"),
+    ({"dgxops_enable_storage": "maybe"}, "dgxops_enable_storage: invalid value 'maybe'"),
+    ({"tenant_isolation_tenants": [{"name": "big", "allowed_cpus": "0-999"}]}, "allowed_cpus: invalid value '0-999'"),
+    ({"spark_rapids_settings": {"spark.rapids.sql.concurrentGpuTasks": 1000}}, "concurrentGpuTasks']: invalid value 1000"),
+])
+def test_bad_declared_state_is_refused_before_any_change(fleet, extravars, expected):
+    models, inventory = fleet
+    node = models["dgx-a100-40gb"]
+    before = mig_modes(node)
+    result = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, extravars=extravars))
+    assert not result.ok
+    assert result.rc != 250
+    assert result.changed == 0 and result.changed_tasks == []
+    messages = "\n".join(f.msg for f in result.failures)
+    assert expected in messages, result.summary()
+    assert all(f.task.startswith(("Check ", "Stop ")) or "preflight" in f.task.lower() or "fstab" in f.task
+               for f in result.failures), [f.task for f in result.failures]
+    assert mig_modes(node) == before == "Disabled, Disabled"
+
+
+@pytest.mark.parametrize("fault, expected", [
+    (["dgxops-sim", "fault", "set", "driver-not-loaded"], "(driver_not_loaded): the NVIDIA driver is not loaded"),
+    (["dgxops-sim", "fault", "set", "gpu-lost", "--gpu", "3"], "(gpu_lost): a GPU has fallen off the bus"),
+    (["dgxops-sim", "fault", "set", "hang", "--gpu", "2"], "(timeout): nvidia-smi did not answer"),
+    (["mv", "/usr/bin/nvidia-smi", "/usr/bin/nvidia-smi.away"], "(not_installed)"),
+])
+def test_a_node_fault_stops_that_host_with_its_reason_and_fix(fleet, fault, expected):
+    models, inventory = fleet
+    sick, well = models["dgx-h100"], models["dgx-a100-40gb"]
+    assert node_exec(sick, *fault).returncode == 0
+    try:
+        result = run_playbook(PlaybookRun("site.yml", inventory=inventory,
+                                          extravars={"gpu_tuning_persistence_mode": None}))
+    finally:
+        node_exec(sick, "dgxops-sim", "fault", "clear")
+        node_exec(sick, "sh", "-c", "[ -e /usr/bin/nvidia-smi.away ] && mv /usr/bin/nvidia-smi.away /usr/bin/nvidia-smi; true")
+    assert [f.host for f in result.failures] == [sick], result.summary()
+    failure = result.failures[0]
+    assert failure.task == "Stop hosts whose GPU facts report a fault"
+    assert expected in failure.msg and "Fix: " in failure.msg
+    assert "invalid value None" not in failure.msg
+    assert result.hosts[sick]["changed"] == 0
+    # the healthy host went through every area
+    assert result.hosts[well]["failures"] == 0 and result.hosts[well]["ok"] > 20
+
+
+def test_doctor_prints_verdict_cause_and_fix(fleet):
+    models, inventory = fleet
+    sick = models["dgx-h100"]
+    node_exec(sick, "dgxops-sim", "fault", "set", "driver-not-loaded")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dgxops.cli", "doctor", "-i", inventory, "--json"],
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+        text = subprocess.run([sys.executable, "-m", "dgxops.cli", "doctor", "-i", inventory],
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+    finally:
+        node_exec(sick, "dgxops-sim", "fault", "clear")
+    data = json.loads(proc.stdout)
+    verdict = data["verdicts"][sick]
+    assert verdict["status"] == "broken"
+    assert "driver" in verdict["cause"].lower() and verdict["fix"]
+    assert data["verdicts"][models["dgx-a100-40gb"]]["status"] in ("healthy", "degraded")
+    assert "%s: BROKEN" % sick in text.stdout
+    assert "cause: " in text.stdout and "fix: " in text.stdout
