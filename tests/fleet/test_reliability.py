@@ -129,3 +129,17 @@ def test_doctor_prints_verdict_cause_and_fix(fleet):
     assert data["verdicts"][models["dgx-a100-40gb"]]["status"] in ("healthy", "degraded")
     assert "%s: BROKEN" % sick in text.stdout
     assert "cause: " in text.stdout and "fix: " in text.stdout
+
+
+@pytest.mark.parametrize("model, profile", [("dgx-h100", "3g.40gb"), ("dgx-a100-40gb", "3g.20gb")])
+def test_check_mode_completes_on_a_new_mig_layout(fleet, model, profile):
+    models, inventory = fleet
+    node = models[model]
+    extravars = {"mig_layout": [{"gpus": "all", "instances": [{"profile": profile, "count": 2}]}],
+                 "spark_rapids_cluster_manager": "yarn"}
+    result = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, extravars=extravars,
+                                      check=True, diff=True))
+    assert result.ok, result.summary()
+    tasks = [t for _h, t in result.changed_tasks]
+    assert "Install the boot-time layout unit" in tasks and "Apply the MIG layout" in tasks
+    assert mig_modes(node) == "Disabled, Disabled"
