@@ -128,9 +128,22 @@ def _run(args, playbook: str, check: bool = False, diff: bool = False, extravars
         limit=getattr(args, "limit", None), tags=getattr(args, "tags", None), skip_tags=getattr(args, "skip_tags", None),
         check=check, diff=diff, forks=getattr(args, "forks", None), verbosity=getattr(args, "verbose", 0),
         strategy=getattr(args, "strategy", None) or os.environ.get("DGXOPS_STRATEGY", "auto"),
+        task_timeout=getattr(args, "task_timeout", None),
     )
     quiet = args.json or getattr(args, "quiet", False)
     return run_playbook(spec, progress=None if quiet else ProgressPrinter())
+
+
+# A frozen node fails its task after this many seconds instead of hanging the run (docs/reliability.md).
+# Longer than any task the roles run by default (the driver's reboot waits at most 900 s; the MIG
+# reboot task carries its own, longer, timeout).
+DEFAULT_TASK_TIMEOUT = 1200
+
+
+def add_task_timeout(parser):
+    parser.add_argument("--task-timeout", type=int, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
+                        help="fail a task on a host that has not answered after SECONDS (a frozen node is "
+                             "reported and the others go on; default %d, 0: no limit)" % DEFAULT_TASK_TIMEOUT)
 
 
 def cmd_run(args) -> int:
@@ -323,10 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("-C", "--check", action="store_true")
     p_run.add_argument("-D", "--diff", action="store_true")
     p_run.add_argument("--save", help="also write the JSON result to this file (for `dgxops report --run`)")
+    add_task_timeout(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
     playbook_args(p_check, "site.yml")
+    add_task_timeout(p_check)
     p_check.add_argument("--detailed-exitcode", action="store_true", help="exit 2 when changes are pending")
     p_check.set_defaults(func=cmd_check)
 

@@ -14,11 +14,14 @@ import pytest
 from dgxops.runner import PlaybookRun, run_playbook
 from dgxops.sim.fleet import SimFleet, parse_layout
 
-from .conftest import _docker_ok
 
 FLEET = "rel22"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCKER = "/usr/bin/docker"
+
+def _docker_ok():
+    return os.path.exists(DOCKER) and subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0
+
 
 
 @pytest.fixture(scope="module")
