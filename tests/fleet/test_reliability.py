@@ -187,3 +187,22 @@ def test_a_paused_node_is_reported_within_the_task_timeout_and_the_rest_finish(f
     assert waited < 20 + 30, waited
     assert [(f.host, f.task, f.unreachable) for f in result.failures] == [(victim, "Long step", True)]
     assert second_ok == {other}
+
+
+def test_a_spark_secret_is_hidden_from_diff_and_the_file_is_0600(fleet):
+    models, inventory = fleet
+    node = models["dgx-h100"]
+    secret = "s3cr3t-Pa55"
+    extravars = {"spark_rapids_settings": {"spark.ssl.keyStorePassword": secret}}
+    check = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, tags="spark",
+                                     extravars=extravars, check=True, diff=True))
+    assert check.ok, check.summary()
+    assert secret not in json.dumps(check.as_dict(), default=str)
+    applied = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, tags="spark", extravars=extravars))
+    assert applied.ok, applied.summary()
+    assert secret not in json.dumps(applied.as_dict(), default=str)
+    stat = node_exec(node, "stat", "-c", "%a", "/opt/spark/conf/spark-defaults.conf")
+    assert stat.stdout.strip() == "600"
+    # without a secret the file goes back to 0644
+    assert run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, tags="spark")).ok
+    assert node_exec(node, "stat", "-c", "%a", "/opt/spark/conf/spark-defaults.conf").stdout.strip() == "644"
