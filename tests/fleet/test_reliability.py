@@ -194,7 +194,8 @@ def test_a_spark_secret_is_hidden_from_diff_and_the_file_is_0600(fleet):
     models, inventory = fleet
     node = models["dgx-h100"]
     secret = "s3cr3t-Pa55"
-    extravars = {"spark_rapids_settings": {"spark.ssl.keyStorePassword": secret}}
+    extravars = {"spark_rapids_settings": {"spark.ssl.keyStorePassword": secret},
+                 "spark_rapids_allowed_extra_keys": ["spark.ssl.keyStorePassword"]}
     check = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, tags="spark",
                                      extravars=extravars, check=True, diff=True))
     assert check.ok, check.summary()

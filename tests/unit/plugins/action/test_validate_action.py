@@ -62,3 +62,10 @@ def test_root_written_paths_are_checked_for_every_area(tmp_path):
     assert proc.returncode == 2, proc.stdout
     assert "fleet_identity_facts_dir: invalid value 'facts.d'; allowed: an absolute path" in proc.stdout
     assert "nccl_conf_mode: invalid value '0666'" in proc.stdout
+
+
+def test_a_secret_in_the_config_is_never_printed(tmp_path):
+    labels = {"rack": "r1", "db": {"password": "hunter2-secret"}}
+    proc = run_validate(tmp_path, "fleet_identity", dict(GOOD, fleet_identity_labels=labels))
+    assert "hunter2-secret" not in proc.stdout
+    assert "censored" in proc.stdout or "hidden" in proc.stdout, proc.stdout
