@@ -39,18 +39,18 @@ PROTECTED_DIRS = ("/etc/ssh", "/etc/pam.d", "/etc/sudoers.d", "/etc/apt", "/boot
 SYSTEM_DIRS = ("/", "/etc", "/usr", "/var", "/opt", "/home", "/root", "/tmp", "/run", "/srv",
                "/usr/local", "/var/lib")
 
-# variable -> (kind, allowed parent directories, required suffix or None, documented as)
+# variable -> (kind, allowed parent directories (None: anywhere but the system's own), required
+# suffix or None, documented as)
 PATH_RULES = {
     "nvidia_driver_modprobe_path": ("file", ("/etc/modprobe.d",), ".conf", "a .conf file in /etc/modprobe.d"),
-    "nccl_conf_path": ("file", ("/etc",), None, "a file under /etc (NCCL reads /etc/nccl.conf)"),
+    "nccl_conf_path": ("file", ("/etc", "/opt", "/usr/local"), None,
+                       "a file under /etc, /opt or /usr/local (NCCL reads /etc/nccl.conf, or $NCCL_CONF_FILE)"),
     "nccl_xml_dir": ("dir", ("/etc",), None, "a directory under /etc"),
     "nccl_mpi_environment_path": ("file", ("/etc/profile.d",), ".sh", "a .sh file in /etc/profile.d"),
-    "nccl_mpi_mca_params_file": ("file", ("/etc", "/opt", "/usr/local"), None,
-                                 "empty, or a file under /etc, /opt or /usr/local"),
-    "spark_rapids_spark_home": ("dir", ("/opt", "/usr/local", "/srv", "/data", "/home"), None,
-                                "a directory under /opt, /usr/local, /srv, /data or /home"),
-    "spark_rapids_conf_dir": ("dir", ("/opt", "/usr/local", "/srv", "/data", "/home", "/etc"), None,
-                              "a directory under /opt, /usr/local, /srv, /data, /home or /etc"),
+    "nccl_mpi_mca_params_file": ("file", ("/etc", "/opt", "/usr/local", "/usr/mpi"), None,
+                                 "empty, or Open MPI's sysconfdir file under /etc, /opt, /usr/local or /usr/mpi"),
+    "spark_rapids_spark_home": ("dir", None, None, "a directory of its own, such as /opt/spark"),
+    "spark_rapids_conf_dir": ("dir", None, None, "a directory of its own, such as /opt/spark/conf"),
     "spark_rapids_discovery_script_path": ("file", ("/usr/local/bin", "/usr/local/sbin", "/opt"), None,
                                            "a file under /usr/local/bin, /usr/local/sbin or /opt"),
     "mig_config_dir": ("dir", ("/etc",), None, "a directory under /etc"),
@@ -95,7 +95,7 @@ def check_path(result, variable, value):
     if kind == "dir" and norm in SYSTEM_DIRS:
         result.error(variable, value, allowed + "; not a top-level system directory")
         return
-    if not any(_inside(norm, p) and norm != p for p in parents):
+    if parents is not None and not any(_inside(norm, p) and norm != p for p in parents):
         result.error(variable, value, allowed)
         return
     if suffix and not norm.endswith(suffix):
