@@ -34,15 +34,6 @@ MIN_BRANCH = 470
 # GPU families the proprietary modules do not support (Grace Hopper / Blackwell need the open ones)
 OPEN_ONLY_FAMILIES = ("gh200", "gb10", "gb200", "gb300", "b100", "b200", "b300", "rtx_pro")
 
-def check_branch_supports_gpu(result, raw_branch, branch, family):
-    """Refuse a driver branch that does not support the node's GPU family (driver_support)."""
-    minimum = driver_support.unsupported(branch, family)
-    if minimum is not None:
-        result.error("nvidia_driver_branch", raw_branch,
-                     "a branch >= %d for %s GPUs (R%d does not support them: the kernel module would refuse "
-                     "the GPU and nvidia-smi would show none)" % (minimum, family, branch))
-
-
 _BRANCH_RE = re.compile(r"^[0-9]{3}$")
 _VERSION_RE = re.compile(r"^([0-9]{3})\.[0-9]{1,3}(\.[0-9]{1,3})?$")
 _FPR_RE = re.compile(r"^[0-9A-F]{40}$")
@@ -178,6 +169,15 @@ def validate_modprobe_options(options, allow_unknown, result,
             if name in OUTDATED_OPTIONS:
                 result.warn(OUTDATED_OPTIONS[name])
     return rendered
+
+
+def check_branch_supports_gpu(result, raw_branch, branch, family):
+    """Refuse a driver branch that does not support the node's GPU family (driver_support)."""
+    minimum = driver_support.unsupported(branch, family)
+    if minimum is not None:
+        result.error("nvidia_driver_branch", raw_branch,
+                     "a branch >= %d for %s GPUs (R%d does not support them: the kernel module would refuse "
+                     "the GPU and nvidia-smi would show none)" % (minimum, family, branch))
 
 
 def validate(config):
