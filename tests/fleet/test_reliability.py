@@ -208,3 +208,21 @@ def test_a_spark_secret_is_hidden_from_diff_and_the_file_is_0600(fleet):
     # without a secret the file goes back to 0644
     assert run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node, tags="spark")).ok
     assert node_exec(node, "stat", "-c", "%a", "/opt/spark/conf/spark-defaults.conf").stdout.strip() == "644"
+
+
+def test_a_driver_branch_that_does_not_support_the_gpu_is_flagged(fleet):
+    models, inventory = fleet
+    node = models["dgx-h100"]
+    assert node_exec(node, "dgxops-sim", "init", "--model", "dgx-h100", "--driver", "470.256.02", "--force").returncode == 0
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dgxops.cli", "doctor", "-i", inventory, "-l", node, "--json"],
+                              capture_output=True, text=True, cwd=ROOT, check=False)
+        site = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node))
+    finally:
+        node_exec(node, "dgxops-sim", "init", "--model", "dgx-h100", "--driver", "580.95.05", "--force")
+    verdict = json.loads(proc.stdout)["verdicts"][node]
+    assert verdict["status"] == "broken" and verdict["check"] == "driver_support"
+    assert verdict["cause"] == "driver branch R470 does not support h100 GPUs (the first branch that does is R525)"
+    # site.yml (the simulated fleet does not manage the driver) refuses it before any change
+    assert not site.ok and site.changed == 0
+    assert "does not support h100 GPUs; allowed: branch 525 or newer" in site.failures[0].msg
