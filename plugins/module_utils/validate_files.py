@@ -42,25 +42,27 @@ SYSTEM_DIRS = ("/", "/etc", "/usr", "/var", "/opt", "/home", "/root", "/tmp", "/
 # variable -> (kind, allowed parent directories (None: anywhere but the system's own), required
 # suffix or None, documented as)
 PATH_RULES = {
+    # read by their consumer from one directory only: the path must be there
     "nvidia_driver_modprobe_path": ("file", ("/etc/modprobe.d",), ".conf", "a .conf file in /etc/modprobe.d"),
-    "nccl_conf_path": ("file", ("/etc", "/opt", "/usr/local"), None,
-                       "a file under /etc, /opt or /usr/local (NCCL reads /etc/nccl.conf, or $NCCL_CONF_FILE)"),
-    "nccl_xml_dir": ("dir", ("/etc",), None, "a directory under /etc"),
     "nccl_mpi_environment_path": ("file", ("/etc/profile.d",), ".sh", "a .sh file in /etc/profile.d"),
-    "nccl_mpi_mca_params_file": ("file", ("/etc", "/opt", "/usr/local", "/usr/mpi"), None,
-                                 "empty, or Open MPI's sysconfdir file under /etc, /opt, /usr/local or /usr/mpi"),
-    "spark_rapids_spark_home": ("dir", None, None, "a directory of its own, such as /opt/spark"),
-    "spark_rapids_conf_dir": ("dir", None, None, "a directory of its own, such as /opt/spark/conf"),
-    "spark_rapids_discovery_script_path": ("file", ("/usr/local/bin", "/usr/local/sbin", "/opt"), None,
-                                           "a file under /usr/local/bin, /usr/local/sbin or /opt"),
-    "mig_config_dir": ("dir", ("/etc",), None, "a directory under /etc"),
-    "mig_facts_dir": ("dir", ("/etc/ansible",), None, "a directory under /etc/ansible"),
-    "fleet_identity_facts_dir": ("dir", ("/etc/ansible",), None, "a directory under /etc/ansible"),
-    "monitoring_textfile_dir": ("dir", ("/var/lib",), None, "a directory under /var/lib"),
-    "monitoring_prometheus_config_dir": ("dir", ("/etc",), None, "a directory under /etc"),
     "storage_tuning_udev_rule_path": ("file", ("/etc/udev/rules.d",), ".rules", "a .rules file in /etc/udev/rules.d"),
     "tenant_isolation_unit_dir": ("dir", ("/etc/systemd/system", "/run/systemd/system"), None,
                                   "/etc/systemd/system or /run/systemd/system"),
+    # read from wherever they are configured (NCCL_CONF_FILE, SPARK_HOME, --collector.textfile.directory,
+    # Ansible's fact_path ...): anywhere but the system's own files and directories
+    "nccl_conf_path": ("file", None, None, "a file of its own, such as /etc/nccl.conf"),
+    "nccl_xml_dir": ("dir", None, None, "a directory of its own, such as /etc/nccl"),
+    "nccl_mpi_mca_params_file": ("file", None, None, "empty, or Open MPI's parameter file, such as "
+                                 "/etc/openmpi/openmpi-mca-params.conf"),
+    "spark_rapids_spark_home": ("dir", None, None, "a directory of its own, such as /opt/spark"),
+    "spark_rapids_conf_dir": ("dir", None, None, "a directory of its own, such as /opt/spark/conf"),
+    "spark_rapids_discovery_script_path": ("file", None, None, "a file of its own, such as "
+                                           "/usr/local/bin/dgxops-spark-gpu-discovery"),
+    "mig_config_dir": ("dir", None, None, "a directory of its own, such as /etc/dgxops/mig"),
+    "mig_facts_dir": ("dir", None, None, "a directory of its own, such as /etc/ansible/facts.d"),
+    "fleet_identity_facts_dir": ("dir", None, None, "a directory of its own, such as /etc/ansible/facts.d"),
+    "monitoring_textfile_dir": ("dir", None, None, "a directory of its own, such as /var/lib/prometheus/node-exporter"),
+    "monitoring_prometheus_config_dir": ("dir", None, None, "a directory of its own, such as /etc/prometheus/dgxops"),
 }
 # variables that may be empty (the feature is off)
 OPTIONAL = ("nccl_mpi_mca_params_file",)
