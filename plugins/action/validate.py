@@ -11,8 +11,33 @@ import re
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.dgxops.fleet.plugins.module_utils import validate_files
 
 _AREA_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def _secret_values(value, depth=0, inside=False):
+    """The values held under keys that name a secret (validate_files.is_secret_key), as strings.
+    The roles' private tables (``__`` variables: key catalogs) are left out by the caller."""
+    found = []
+    if depth > 6:
+        return found
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.extend(_secret_values(item, depth + 1,
+                                        inside or (isinstance(key, str) and validate_files.is_secret_key(key))))
+    elif isinstance(value, list):
+        for item in value:
+            found.extend(_secret_values(item, depth + 1, inside))
+    elif inside and value not in (None, "") and not isinstance(value, bool):
+        found.append(str(value))
+    return found
+
+
+def _mask(text, secrets):
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(secret, "********")
+    return text
 
 
 class ActionModule(ActionBase):
@@ -37,7 +62,17 @@ class ActionModule(ActionBase):
         except ImportError as exc:
             raise AnsibleActionFail("validate: no validator for area %r (%s)" % (area, exc))
 
+        secrets = _secret_values(dict((k, v) for k, v in config.items() if not str(k).startswith("__")))
+        if secrets:
+            # a password/secret/token/keyStore value: never shown in the output, -v or the callbacks
+            result["_ansible_no_log"] = True
+            self._task.no_log = True  # ansible-core 2.21 takes the task's no_log, not the result key
         outcome = validator.validate(config)
+        outcome.errors = [_mask(e, secrets) for e in outcome.errors]
+        outcome.warnings = [_mask(w, secrets) for w in outcome.warnings]
+        if area != "files":
+            # paths and modes of root-written files, whatever role passes them (validate_files)
+            validate_files.check(config, outcome)
         for warning in outcome.warnings:
             self._display.warning(warning)
         result["changed"] = False

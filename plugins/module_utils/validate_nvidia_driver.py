@@ -22,6 +22,7 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
 
 FLAVOURS = ("auto", "open", "proprietary")
@@ -170,6 +171,15 @@ def validate_modprobe_options(options, allow_unknown, result,
     return rendered
 
 
+def check_branch_supports_gpu(result, raw_branch, branch, family):
+    """Refuse a driver branch that does not support the node's GPU family (driver_support)."""
+    minimum = driver_support.unsupported(branch, family)
+    if minimum is not None:
+        result.error("nvidia_driver_branch", raw_branch,
+                     "a branch >= %d for %s GPUs (R%d does not support them: the kernel module would refuse "
+                     "the GPU and nvidia-smi would show none)" % (minimum, family, branch))
+
+
 def validate(config):
     result = ValidationResult()
     norm = {}
@@ -215,6 +225,7 @@ def validate(config):
                 result.error("nvidia_driver_branch", raw_branch,
                              "a branch >= %d for %s GPUs (open kernel modules only)" % (OPEN_MIN_BRANCH, family))
     norm["flavour"] = flavour
+    check_branch_supports_gpu(result, raw_branch, branch, family)
     # what auto picks when nothing is installed yet
     if branch is not None:
         norm["flavour_default"] = (

@@ -185,6 +185,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_bytes
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 from ansible_collections.dgxops.fleet.plugins.module_utils.fstab import (
     SELECTOR_KINDS,
     FstabError,
@@ -197,14 +198,17 @@ def _read(module, path):
         with open(path, "rb") as handle:
             data = handle.read()
     except (IOError, OSError) as exc:
-        module.fail_json(msg="cannot read %s: %s" % (path, exc), path=path)
+        module.fail_json(**oserror.fail_args(exc, path, "read"))
     return data.decode("utf-8", "surrogateescape")
 
 
 def _write(module, path, text):
     data = text.encode("utf-8", "surrogateescape")
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".fstab_options.", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".fstab_options.", dir=directory)
+    except (IOError, OSError) as exc:
+        module.fail_json(**oserror.fail_args(exc, path, "write a temporary file next to"))
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -212,8 +216,16 @@ def _write(module, path, text):
             os.fsync(handle.fileno())
     except (IOError, OSError) as exc:
         os.unlink(tmp)
-        module.fail_json(msg="cannot write a temporary file next to %s: %s" % (path, exc), path=path)
-    module.atomic_move(tmp, to_bytes(path, errors="surrogate_or_strict"))
+        module.fail_json(**oserror.fail_args(exc, path, "write a temporary file next to"))
+    try:
+        module.atomic_move(tmp, to_bytes(path, errors="surrogate_or_strict"))
+    except Exception as exc:  # pylint: disable=broad-except  # 2.19+ raises Exception chained to the OSError
+        cause = exc if isinstance(exc, (IOError, OSError)) else exc.__cause__
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        if not isinstance(cause, (IOError, OSError)):
+            raise
+        module.fail_json(**oserror.fail_args(cause, path))
 
 
 def main():

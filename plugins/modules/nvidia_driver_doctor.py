@@ -21,7 +21,8 @@ description:
     (C(/dev/nvidia*) present, character devices, modes matching C(/proc/driver/nvidia/params)),
     C(kernel_headers) (for the running kernel, needed by DKMS builds), C(driver_packages) (open and
     proprietary flavours, or two branches, installed together), C(persistence) (nvidia-persistenced
-    running), C(fabric_manager) (nvidia-fabricmanager running where NVSwitches are visible)."
+    running), C(fabric_manager) (nvidia-fabricmanager running where NVSwitches are visible),
+    C(driver_support) (the driver branch supports the GPU family, for example R470 does not support H100)."
   - Returns C(verdict) with C(status) (C(healthy), C(degraded), C(broken)), the most likely C(cause) and its C(fix).
   - Read-only; never loads modules, restarts services or changes GPU state.
 options:
@@ -107,6 +108,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi as smi
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
 
@@ -182,6 +184,26 @@ class Doctor:
         else:
             self.add("nvidia_smi", "fail", health["reason"], health["fix"], evidence + health.get("issues", []))
         return facts
+
+    def check_driver_support(self):
+        """The loaded driver branch against the first branch that supports the GPU family."""
+        facts = self.facts
+        branch = facts.get("driver_branch")
+        families = [f for f in (facts.get("model_families") or [facts.get("model_family")]) if f]
+        if not isinstance(branch, int) or not families:
+            self.add("driver_support", "skip", "driver branch or GPU model unknown (nvidia-smi did not say)")
+            return
+        for family in families:
+            minimum = driver_support.unsupported(branch, family)
+            if minimum is not None:
+                self.add("driver_support", "fail",
+                         "driver branch R%d does not support %s GPUs (the first branch that does is R%d)"
+                         % (branch, family, minimum),
+                         "Install driver branch %d or newer (nvidia_driver_branch: \"%d\" or the current production "
+                         "branch), then reboot." % (minimum, minimum),
+                         ["driver %s, GPU family %s" % (facts.get("driver_version"), family)])
+                return
+        self.add("driver_support", "ok", "driver branch R%d supports %s GPUs" % (branch, ", ".join(families)))
 
     def check_kernel_module(self, smi_ok):
         modules = P.parse_proc_modules(read(os.path.join(self.p["proc_root"], "modules")) or "")
@@ -440,7 +462,7 @@ class Doctor:
 
     # --------------------------------------------------------------- verdict
     def verdict(self):
-        order = ["version_mismatch", "nouveau", "kernel_module", "kernel_headers", "driver_packages", "nvrm_log",
+        order = ["driver_support", "version_mismatch", "nouveau", "kernel_module", "kernel_headers", "driver_packages", "nvrm_log",
                  "nvidia_smi", "fabric_manager", "device_nodes", "persistence"]
         by = {f["check"]: f for f in self.findings}
         fails = [by[c] for c in order if c in by and by[c]["status"] == "fail"]
@@ -467,6 +489,7 @@ def run_module(module):
     doc = Doctor(module)
     facts = doc.check_nvidia_smi()
     smi_ok = facts["health"]["ok"] or facts["gpu_count"] > 0
+    doc.check_driver_support()
     doc.check_kernel_module(smi_ok)
     doc.check_nouveau()
     doc.check_nvrm_log()

@@ -274,6 +274,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
+from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_smi import NvidiaSmi
 
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
@@ -522,7 +523,12 @@ def main():
                     for uuid in uuids:
                         entry = next(e for e in planned["gpus"] if e["uuid"] == uuid)
                         new_record[uuid] = entry["target"]["locked_clocks"]
-                    save_locked_record(record_path, new_record)
+                    try:
+                        save_locked_record(record_path, new_record)
+                    except (IOError, OSError) as exc:
+                        fail = oserror.fail_args(exc, record_path)
+                        fail["msg"] += " (the locked clocks are set; only their record for the boot unit is missing)"
+                        module.fail_json(changed=True, commands=commands(), **fail)
                 continue
             kind = (problem or {}).get("kind")
             if kind == "not_supported":

@@ -543,8 +543,33 @@ class Runner(object):
                 except ml.LayoutError as exc:
                     errors.append(str(exc))
             if errors:
-                self.fail("MIG mode was enabled but the layout cannot be placed; no instance was "
-                          "created:\n- " + "\n- ".join(errors), errors=errors)
+                restored = self._restore_mode(late)
+                self.fail("MIG mode was enabled only to read this driver's MIG profile table, and the layout "
+                          "cannot be placed; no instance was created and MIG mode was %s:\n- "
+                          % restored + "\n- ".join(errors), errors=errors)
+
+    def _restore_mode(self, indexes):
+        """Put MIG mode back to Disabled on ``indexes`` (enabled by this run only to read the tables)."""
+        smi = self.smi
+        ids = ",".join(str(i) for i in indexes)
+        self._note("GPU %s: disable MIG mode again (the layout was refused)" % ids)
+        try:
+            smi.run(["-i", ids, "-mig", "0"], mutating=True)
+            now = dict((g["index"], g) for g in read_gpus(smi))
+            pending = [i for i in indexes if now[i]["mig_mode_current"] != "Disabled"]
+            for idx in pending:
+                if self.params["allow_reset"] and not self.procs.get(idx):
+                    self._note("GPU %d: reset the GPU so MIG mode is disabled again" % idx)
+                    smi.run(["-r", "-i", str(idx)], mutating=True)
+            if pending:
+                now = dict((g["index"], g) for g in read_gpus(smi))
+        except SmiError as exc:
+            return "NOT restored (%s; disable it with nvidia-smi -i %s -mig 0 and reset the GPU)" % (exc.msg, ids)
+        left = [i for i in indexes if now[i]["mig_mode_current"] != "Disabled"]
+        if left:
+            return ("set back to Disabled but is still pending on GPU(s) %s: reboot the node or reset them"
+                    % ", ".join(str(i) for i in left))
+        return "restored to Disabled on GPU(s) %s" % ids
 
     def _instances_phase(self, idx, p, check):
         plan = p["plan"]

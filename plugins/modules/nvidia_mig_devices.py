@@ -150,6 +150,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_devices as md
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi
+from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 
 
 def main():
@@ -196,7 +197,7 @@ def main():
     except md.DeviceAccessError as exc:
         module.fail_json(msg=str(exc))
     except OSError as exc:
-        module.fail_json(msg="changing the device nodes failed: %s" % exc)
+        module.fail_json(**oserror.fail_args(exc, params["dev_dir"], "change the device nodes under"))
     for warning in warnings + result.pop("warnings"):
         module.warn(warning)
     diff = result.pop("diff")

@@ -37,10 +37,12 @@ import os
 from ansible.errors import AnsibleError
 from ansible.plugins.loader import strategy_loader
 from ansible.utils.display import Display
+from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 
 try:
     import ansible_mitogen.affinity
     import ansible_mitogen.loaders  # noqa: F401  (Mitogen's version checks run on this import)
+    import ansible_mitogen.mixins
     import ansible_mitogen.strategy
 except ImportError as exc:
     HAS_MITOGEN = False
@@ -90,8 +92,46 @@ def _apply_cpu_pinning_choice():
         ansible_mitogen.affinity.policy = ansible_mitogen.affinity.Policy()
 
 
+def name_module_oserror(result, data):
+    """A module's uncaught OSError, as Mitogen returns it (a traceback, no JSON), named: the path,
+    the errno and what to do (module_utils/oserror.py); the traceback stays in module_stderr."""
+    # ansible-core 2.21 hands Mitogen a UnifiedTaskResult here, older versions a dict
+    is_dict = isinstance(data, dict)
+    failed = data.get("failed") if is_dict else getattr(data, "failed", False)
+    if not failed or not isinstance(result, dict):
+        return data
+    text = "%s\n%s" % (result.get("stderr") or "", result.get("stdout") or "")
+    named = oserror.from_traceback(text) if "Traceback" in text else None
+    if not named:
+        return data
+    if is_dict:
+        data["msg"] = named["msg"]
+        data.update(path=named["path"], errno=named["errno"], errno_name=named["errno_name"])
+    else:
+        data.msg = named["msg"]
+        data.exception = None  # the message is the error now; the traceback stays in module_stderr
+    return data
+
+
+def _name_module_oserrors():
+    """Ansible's own module wrapper turns an uncaught exception into a failed result with its
+    message; Mitogen's in-process runner prints the traceback instead, which ansible-core reports
+    as "Module result deserialization failed". Name the OSError ones (EBUSY, ENOSPC, EROFS...)."""
+    mixin = ansible_mitogen.mixins.ActionModuleMixin
+    original = mixin._postprocess_response
+    if getattr(original, "_dgxops_named", False):
+        return
+
+    def _postprocess_response(self, result):
+        return name_module_oserror(result, original(self, result))
+
+    _postprocess_response._dgxops_named = True
+    mixin._postprocess_response = _postprocess_response
+
+
 if HAS_MITOGEN:
     _apply_cpu_pinning_choice()
+    _name_module_oserrors()
 
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin,
                          strategy_loader.get("linear", class_only=True)):

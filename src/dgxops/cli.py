@@ -145,6 +145,7 @@ def _spec(args, playbook: str, check: bool = False, diff: bool = False):
         strategy=args.strategy or os.environ.get("DGXOPS_STRATEGY", "auto"),
         options=_passthrough_argv(args), passwords=_passwords(args),
         artifact_dir=args.artifact_dir, keep_runs=args.keep_runs, project_config=args.project_config,
+        task_timeout=getattr(args, "task_timeout", None),
     )
 
 
@@ -156,6 +157,18 @@ def _run(args, playbook: str, check: bool = False, diff: bool = False):
     stream = not args.json and (args.verbose > 0 or any(getattr(args, d, False) for d in LISTING_OPTIONS))
     quiet = args.json or args.quiet or stream
     return run_playbook(spec, progress=None if quiet else ProgressPrinter(), stream_output=stream)
+
+
+# A frozen node fails its task after this many seconds instead of hanging the run (docs/reliability.md).
+# Longer than any task the roles run by default (the driver's reboot waits at most 900 s; the MIG
+# reboot task carries its own, longer, timeout).
+DEFAULT_TASK_TIMEOUT = 1200
+
+
+def add_task_timeout(parser):
+    parser.add_argument("--task-timeout", type=int, default=DEFAULT_TASK_TIMEOUT, metavar="SECONDS",
+                        help="fail a task on a host that has not answered after SECONDS (a frozen node is "
+                             "reported and the others go on; default %d, 0: no limit)" % DEFAULT_TASK_TIMEOUT)
 
 
 def cmd_run(args) -> int:
@@ -208,11 +221,48 @@ def cmd_facts(args) -> int:
     return _exit_code(result)
 
 
+def doctor_verdicts(result) -> dict:
+    """Per host: the doctor's verdict (status, cause, fix, attention), or why there is none."""
+    verdicts = {}
+    for host in sorted(result.hosts):
+        found = (result.facts.get(host) or {}).get("dgxops_doctor")
+        if isinstance(found, dict):
+            verdicts[host] = found
+            continue
+        failure = next((f for f in result.failures if f.host == host), None)
+        if failure is not None and failure.unreachable:
+            verdicts[host] = {"status": "unreachable", "cause": failure.msg.strip() or "the host did not answer",
+                              "fix": "Check that the node is up and reachable (ssh/docker), then run the doctor again.",
+                              "check": None, "attention": []}
+        else:
+            verdicts[host] = {"status": "unknown", "cause": failure.msg.strip() if failure else "no verdict",
+                              "fix": "Run `dgxops doctor -v` to see the failing task.", "check": None, "attention": []}
+    return verdicts
+
+
+def format_doctor(verdicts: dict) -> str:
+    lines = []
+    for host, v in verdicts.items():
+        lines.append("%s: %s" % (host, str(v.get("status", "unknown")).upper()))
+        if v.get("cause"):
+            lines.append("    cause: %s" % v["cause"])
+        if v.get("fix"):
+            lines.append("    fix: %s" % v["fix"])
+        for item in v.get("attention") or []:
+            lines.append("    %s %s: %s" % (str(item.get("status", "")).upper(), item.get("check"), item.get("message")))
+    return "\n".join(lines)
+
+
 def cmd_doctor(args) -> int:
     result = _run(args, _builtin_playbook("doctor"))
+    verdicts = doctor_verdicts(result)
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2, default=str))
+        data = result.as_dict()
+        data["verdicts"] = verdicts
+        print(json.dumps(data, indent=2, default=str))
     else:
+        print()
+        print(format_doctor(verdicts))
         print()
         print(result.summary())
     return _exit_code(result)
@@ -437,10 +487,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser("run", help="run a playbook through ansible-runner with progress and a summary")
     add_playbook_options(p_run, "PLAYBOOK")
     p_run.add_argument("--save", help="also write the JSON result to this file (for `dgxops report --run`)")
+    add_task_timeout(p_run)
     p_run.set_defaults(func=cmd_run)
 
     p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
     add_playbook_options(p_check, "site.yml")
+    add_task_timeout(p_check)
     p_check.add_argument("--detailed-exitcode", action="store_true", help="exit 2 when changes are pending")
     p_check.set_defaults(func=cmd_check)
 

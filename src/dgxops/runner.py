@@ -88,6 +88,9 @@ class PlaybookRun:
     forks: int | None = None
     verbosity: int = 0
     timeout: int | None = None  # seconds for the whole run
+    # seconds one task may take on one host before Ansible gives up on it (ANSIBLE_TASK_TIMEOUT;
+    # a frozen node then fails that task instead of hanging the run). None: ansible.cfg's (off).
+    task_timeout: int | None = None
     # "auto": dgxops.fleet.mitogen_linear when mitogen is installed (BENCHMARKS.md), else
     # Ansible's linear; "linear" or "mitogen" force one.
     strategy: str = "auto"
@@ -274,6 +277,15 @@ def _ident(playbook: str) -> str:
     return "%s-%s-%s" % (datetime.datetime.now().strftime("%Y%m%dT%H%M%S"), name, uuid.uuid4().hex[:6])
 
 
+def task_timeout_env(seconds: int | None) -> dict[str, str]:
+    """ANSIBLE_TASK_TIMEOUT for a per-task limit in seconds (None: leave ansible.cfg's)."""
+    if seconds is None:
+        return {}
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 0:
+        raise ValueError("task_timeout must be a whole number of seconds >= 0 (0: no limit), got %r" % (seconds,))
+    return {"ANSIBLE_TASK_TIMEOUT": str(seconds)}
+
+
 def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
     """The one place that turns a PlaybookRun into ansible-runner arguments."""
     cwd = os.path.abspath(spec.cwd or os.getcwd())
@@ -332,6 +344,7 @@ def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
         kwargs["forks"] = spec.forks
     if spec.timeout:
         kwargs["timeout"] = spec.timeout
+    kwargs["envvars"].update(task_timeout_env(spec.task_timeout))
     if cmdline:
         kwargs["cmdline"] = shlex.join(cmdline)
     return {k: v for k, v in kwargs.items() if v is not None}
@@ -372,7 +385,14 @@ class _Collector:
             else:
                 self._emit("ok", task, host)
         elif name == "runner_on_failed" and not data.get("ignore_errors"):
-            self.failures.append(Failure(host, task, _failure_text(res)))
+            text = _failure_text(res)
+            if _TASK_TIMED_OUT.match(text):
+                # ansible-core's task timeout: the host did not answer in time (frozen, overloaded)
+                self.failures.append(Failure(host, task, "%s: the host did not answer in time (frozen or overloaded "
+                                             "node?); the other hosts went on" % text.strip(), unreachable=True))
+                self._emit("unreachable", task, host)
+                return True
+            self.failures.append(Failure(host, task, text))
             self._emit("failed", task, host)
         elif name == "runner_on_unreachable":
             self.failures.append(Failure(host, task, res.get("msg", ""), unreachable=True))
@@ -380,6 +400,9 @@ class _Collector:
         elif name == "runner_on_skipped":
             self._emit("skipped", task, host)
         return True  # keep the event on disk (rotated)
+
+
+_TASK_TIMED_OUT = re.compile(r"^(Task failed: )?(The task action timed out|Timed out) after \d+ second")
 
 
 def _failure_text(res: dict) -> str:

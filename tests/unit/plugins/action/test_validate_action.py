@@ -53,3 +53,19 @@ def test_unknown_area_is_an_error(tmp_path):
     proc = run_validate(tmp_path, "no_such_area", {})
     assert proc.returncode == 2
     assert "no validator for area 'no_such_area'" in proc.stdout
+
+
+def test_root_written_paths_are_checked_for_every_area(tmp_path):
+    # a role used on its own passes its path variables to its area: the action refuses them too
+    proc = run_validate(tmp_path, "fleet_identity", dict(GOOD, fleet_identity_facts_dir="facts.d",
+                                                         nccl_conf_mode="0666"))
+    assert proc.returncode == 2, proc.stdout
+    assert "fleet_identity_facts_dir: invalid value 'facts.d'; allowed: an absolute path" in proc.stdout
+    assert "nccl_conf_mode: invalid value '0666'" in proc.stdout
+
+
+def test_a_secret_in_the_config_is_never_printed(tmp_path):
+    labels = {"rack": "r1", "db": {"password": "hunter2-secret"}}
+    proc = run_validate(tmp_path, "fleet_identity", dict(GOOD, fleet_identity_labels=labels))
+    assert "hunter2-secret" not in proc.stdout
+    assert "censored" in proc.stdout or "hidden" in proc.stdout, proc.stdout

@@ -179,3 +179,17 @@ def test_fingerprint_needed_for_signed_repositories():
 def test_other_settings_typed(var, value):
     res = validate(cfg(**{var: value}))
     assert len(res.errors) == 1 and res.errors[0].startswith("%s: invalid value %r" % (var, value))
+
+
+@pytest.mark.parametrize("branch, family, minimum", [("470", "h100", 525), ("535", "h200", 550),
+                                                     ("550", "gb10", 580), ("470", "a100", None),
+                                                     ("580", "h200", None), ("470", None, None)])
+def test_a_branch_that_does_not_support_the_gpu_is_refused(branch, family, minimum):
+    errors = [e for e in validate(cfg(nvidia_driver_branch=branch, model_family=family)).errors
+              if "does not support" in e]
+    if minimum is None:
+        assert errors == []
+    else:
+        assert errors == ["nvidia_driver_branch: invalid value %r; allowed: a branch >= %d for %s GPUs (R%s does not "
+                          "support them: the kernel module would refuse the GPU and nvidia-smi would show none)"
+                          % (branch, minimum, family, branch)]

@@ -130,3 +130,37 @@ def test_bad_arguments_fail(fstab_file, args, message):
     assert result["failed"] is True
     assert message in result["msg"]
     assert fstab_file.read_bytes() == FSTAB.encode()
+
+
+FAULT = """
+import errno, os
+_rename, _fsync = os.rename, os.fsync
+KIND = os.environ["DGXOPS_TEST_FAULT"]
+def rename(src, dst, *a, **k):
+    if KIND == "ebusy" and os.fsdecode(dst).endswith("fstab"):
+        raise OSError(errno.EBUSY, "Device or resource busy", dst)
+    return _rename(src, dst, *a, **k)
+def fsync(fd):
+    if KIND == "enospc":
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return _fsync(fd)
+os.rename, os.fsync = rename, fsync
+"""
+
+
+@pytest.mark.parametrize("kind, expected", [
+    ("ebusy", "[Errno 16 EBUSY] Device or resource busy; the file is in use or is a mount point"),
+    ("enospc", "[Errno 28 ENOSPC] No space left on device; no space left on the node's filesystem"),
+])
+def test_a_write_fault_names_the_path_errno_and_fix_and_keeps_the_file(fstab_file, tmp_path, monkeypatch, kind, expected):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FAULT)
+    monkeypatch.setenv("DGXOPS_TEST_FAULT", kind)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    res = run_module({"path": str(fstab_file), "entries": [{"target": "/raid", "add": ["noatime"]}]})
+    assert res["failed"] is True
+    assert expected in res["msg"] and str(fstab_file) in res["msg"], res["msg"]
+    assert res["errno"] == (16 if kind == "ebusy" else 28)
+    assert fstab_file.read_bytes() == FSTAB.encode()
+    assert [p for p in os.listdir(str(fstab_file.parent)) if p.startswith(".fstab_options.")] == []

@@ -42,6 +42,7 @@ class Node:
         self.dpkg = "nvidia-driver-580-open 580.159.04-0ubuntu1 ii \nnvidia-dkms-580-open 580.159.04-0ubuntu1 ii \n"
         self.kernel_log = "[    0.6] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build\n"
         self.calls = []
+        self.driver = None  # another driver version in nvidia-smi's answers
         # healthy defaults, from the H200 captures
         (self.proc / "modules").write_text(capture("lsmod.txt").split("---\n", 1)[1])
         (self.proc / "driver" / "nvidia" / "version").write_text(capture("proc-version.txt"))
@@ -87,7 +88,8 @@ class Node:
                 allf = open(os.path.join(DEVICE, "default_fields.txt")).read().strip().split(",")
                 hs, rs = head.split(", "), row.split(", ")
                 idx = [allf.index(f) for f in fields]
-                return 0, ", ".join(hs[i] for i in idx) + "\n" + ", ".join(rs[i] for i in idx) + "\n", ""
+                out = ", ".join(hs[i] for i in idx) + "\n" + ", ".join(rs[i] for i in idx) + "\n"
+                return 0, out.replace("580.159.04", self.driver) if self.driver else out, ""
             return rc, out, ""
         if name == "dpkg-query":
             return 0, self.dpkg, ""
@@ -145,7 +147,8 @@ def test_healthy_h200_node(monkeypatch, node):
     statuses = {k: v["status"] for k, v in res["by"].items()}
     assert statuses == {"nvidia_smi": "ok", "kernel_module": "ok", "nouveau": "ok", "nvrm_log": "ok",
                         "version_mismatch": "ok", "device_nodes": "ok", "kernel_headers": "ok",
-                        "driver_packages": "ok", "persistence": "ok", "fabric_manager": "skip"}
+                        "driver_packages": "ok", "persistence": "ok", "fabric_manager": "skip",
+                        "driver_support": "ok"}
     assert res["verdict"] == {"status": "healthy", "cause": None, "fix": None, "check": None, "failed_checks": []}
     assert res["nvidia_smi"]["gpus"][0]["uuid"] == "GPU-04873e0c-4559-0cdc-493c-07b122c2d475"
     assert "1 GPU(s) (h200), driver 580.159.04" in res["by"]["nvidia_smi"]["message"]
@@ -291,3 +294,13 @@ def test_bad_timeout_fails_early(monkeypatch, node):
     res = run(monkeypatch, node, timeout=0)
     assert res["failed"] is True and res["msg"].startswith("timeout: invalid value 0")
     assert node.calls == []
+
+
+def test_a_driver_branch_that_does_not_support_the_gpu_is_the_cause(monkeypatch, node):
+    node.driver = "535.247.01"  # H200 needs R550
+    res = run(monkeypatch, node)
+    assert res["by"]["driver_support"]["status"] == "fail"
+    assert res["verdict"]["status"] == "broken"
+    assert res["verdict"]["check"] == "driver_support"
+    assert res["verdict"]["cause"] == "driver branch R535 does not support h200 GPUs (the first branch that does is R550)"
+    assert res["verdict"]["fix"].startswith("Install driver branch 550 or newer")

@@ -276,3 +276,17 @@ def test_gpu_without_mig_is_refused(node, capsys):
     res = run(capsys, {"layout": SEVEN_1G})
     assert res["failed"] is True
     assert "MIG is not supported" in res["msg"]
+
+
+def test_a_layout_refused_after_mig_was_enabled_to_read_the_table_restores_the_mode(node, capsys):
+    # driver 535 lists MIG profiles only on MIG-enabled GPUs: the table is read after the mode
+    # change; a layout it refuses must leave the GPU as it was (issue 22: 1g.20gb on an A100-40GB)
+    node.init("dgx-a100-40gb", "535.247.01")
+    before = node.mig()
+    assert before == [(False, False)] * 8
+    res = run(capsys, {"layout": [{"gpus": 0, "instances": [{"profile": "1g.20gb", "count": 1}]}]})
+    assert res["failed"] is True
+    assert "profile '1g.20gb' is not offered by this GPU" in res["msg"]
+    assert "no instance was created and MIG mode was restored to Disabled on GPU(s) 0" in res["msg"]
+    assert node.mig() == before
+    assert node.layout(0) == []

@@ -117,3 +117,30 @@ def test_without_mitogen_it_warns_and_runs_linear(tmp_path, monkeypatch):
     assert "the mitogen package is not installed on the controller" in proc.stdout + proc.stderr
     assert "running Ansible's linear strategy" in proc.stdout + proc.stderr
     assert len(cpus) == 4
+
+
+TRACE = ("Traceback (most recent call last):\n  File \"basic.py\", line 1744, in atomic_move\n"
+         "OSError: [Errno 16] Device or resource busy: b'/root/.ansible/tmp/x/.source.conf' -> b'/etc/nccl.conf'\n")
+
+
+@pytest.mark.skipif(not HAS_MITOGEN, reason="mitogen not installed")
+def test_a_module_oserror_traceback_is_named_in_the_result():
+    # Mitogen's in-process runner returns an uncaught OSError as a traceback with no JSON;
+    # ansible-core reports that as "Module result deserialization failed"
+    name = plugin().name_module_oserror
+    data = name({"rc": 1, "stdout": "", "stderr": TRACE},
+                {"failed": True, "msg": "Module result deserialization failed: No start of json char found"})
+    assert data["msg"].startswith("cannot write /etc/nccl.conf: [Errno 16 EBUSY] Device or resource busy; ")
+    assert data["errno_name"] == "EBUSY" and data["path"] == "/etc/nccl.conf"
+
+    class Utr:  # ansible-core 2.21's UnifiedTaskResult, as far as the strategy uses it
+        failed = True
+        msg = "Module result deserialization failed."
+        exception = object()
+
+    utr = name({"rc": 1, "stdout": "", "stderr": TRACE}, Utr())
+    assert utr.msg.startswith("cannot write /etc/nccl.conf") and utr.exception is None
+    # anything else is left alone
+    other = {"failed": True, "msg": "boom"}
+    assert name({"rc": 1, "stdout": "", "stderr": "Traceback\nValueError: x"}, dict(other)) == other
+    assert name({"rc": 0, "stdout": "{}", "stderr": TRACE}, {"failed": False}) == {"failed": False}

@@ -1,0 +1,106 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgxops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side validation of the playbook-level ``dgxops_*`` variables (``area: dgxops``).
+
+``site.yml`` and the per-area playbooks read ``dgxops_serial``, ``dgxops_max_fail_percentage``
+and ``dgxops_enable_<area>`` as play keywords and ``| bool`` conditions: a bad value there either
+crashes ansible-core while it templates the play (``serial: lots``: rc 250, no variable named)
+or silently switches an area off (``"maybe" | bool`` is false).  The validate play checks them
+here, before any host changes, like role variables.
+
+config keys: ``dgxops_serial``, ``dgxops_max_fail_percentage`` (either may be absent),
+``enable`` (``{variable name: value}`` of every ``dgxops_enable_*`` variable defined for the
+host), ``dgxops_task_timeout`` (optional).
+
+``normalized``: ``enable`` (``{area: bool}``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+
+AREAS = ("identity", "driver", "gpu_tuning", "storage", "nccl", "mig", "isolation", "spark", "monitoring")
+# the strings ansible-core's ``bool`` filter and argument specs read as booleans
+TRUE_STRINGS = ("true", "yes", "on", "1", "y", "t")
+FALSE_STRINGS = ("false", "no", "off", "0", "n", "f")
+_PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_INT_RE = re.compile(r"^\s*\d+\s*$")
+SERIAL_ALLOWED = ("a positive integer (hosts per batch), a percentage such as '25%' (1-100%), or a "
+                  "list of those (growing batches, e.g. [1, '10%', '100%'])")
+
+
+def as_bool(value):
+    """``True``/``False`` for a boolean or a boolean string, ``None`` for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in TRUE_STRINGS:
+            return True
+        if text in FALSE_STRINGS:
+            return False
+    return None
+
+
+def _serial_item_ok(item):
+    if isinstance(item, bool):
+        return False
+    if isinstance(item, int):
+        return item >= 1
+    if isinstance(item, str):
+        if _INT_RE.match(item):
+            return int(item) >= 1
+        match = _PERCENT_RE.match(item)
+        return bool(match) and 0 < float(match.group(1)) <= 100
+    return False
+
+
+def check_serial(result, value):
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(_serial_item_ok(i) for i in items):
+        result.error("dgxops_serial", value, SERIAL_ALLOWED)
+
+
+def check_max_fail(result, value):
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and _INT_RE.match(value):
+        number = int(value)
+    if number is None or not 0 <= number <= 100:
+        result.error("dgxops_max_fail_percentage", value,
+                     "an integer percentage from 0 to 100 (abort an area when more than this share "
+                     "of a batch fails)")
+
+
+def validate(config):
+    result = ValidationResult()
+    if "dgxops_serial" in config:
+        check_serial(result, config["dgxops_serial"])
+    if "dgxops_max_fail_percentage" in config:
+        check_max_fail(result, config["dgxops_max_fail_percentage"])
+    enable = config.get("enable") or {}
+    if not isinstance(enable, dict):
+        result.error("dgxops_enable_*", enable, "a mapping of dgxops_enable_<area> to true/false")
+        enable = {}
+    normalized = {}
+    for name in sorted(enable):
+        area = name[len("dgxops_enable_"):] if name.startswith("dgxops_enable_") else name
+        if area not in AREAS:
+            result.error(name, enable[name], "no such area; the dgxops_enable_<area> variables are "
+                         + ", ".join("dgxops_enable_" + a for a in AREAS))
+            continue
+        flag = as_bool(enable[name])
+        if flag is None:
+            result.error(name, enable[name], "true or false (also yes/no, on/off, 1/0)")
+            continue
+        normalized[area] = flag
+    result.normalized = {"enable": normalized}
+    return result
