@@ -88,3 +88,16 @@ def test_node_by_gpu_grid_has_one_column_per_gpu_index():
     assert grid.columns == ["node", "GPU 0", "GPU 1"]
     assert grid.rows[0] == ["node-a", "driver not loaded", "-"]  # a node without GPU facts spans the same columns
     assert grid.rows[1][0] == "node-b" and grid.rows[1][2] == "H100 80GB HBM3 / 80 GiB / 500 W"
+
+
+def test_consistency_section_names_the_outliers():
+    result = {"consistent": False, "outlier_count": 1, "groups": {"dgx_h100": {
+        "hosts": ["a", "b", "c"], "reference": {"driver_version": "580.95.05", "driver_flavour": "open", "mig_layout": "off"},
+        "outliers": {"b": {"driver_version": {"title": "driver version", "value": "580.82.07", "expected": "580.95.05"},
+                           "files": {"title": "managed files", "value": None, "expected": None, "differs": ["/etc/nccl.conf"]}}}}}}
+    sec = report.consistency_section(result)
+    md = report.markdown_report(FACTS, [], sections=[sec])
+    assert "## Consistency" in md and "1 node(s) differ from their group" in md
+    assert "| dgx_h100 | 3 | 580.95.05 | open |" in md
+    assert "`b` (dgx_h100): driver version 580.82.07 (group: 580.95.05)" in md
+    assert "`b` (dgx_h100): managed files /etc/nccl.conf" in md
