@@ -185,7 +185,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_check(args) -> int:
-    result = _run(args, args.playbook, check=True, diff=True)
+    # default: the collection's site playbook (this checkout's, or the installed collection's)
+    result = _run(args, args.playbook or _builtin_playbook("site"), check=True, diff=True)
     if args.json:
         print(json.dumps(result.as_dict(), indent=2, default=str))
     else:
@@ -419,7 +420,7 @@ def add_playbook_options(p, playbook: str | None = None) -> None:
     if playbook == "PLAYBOOK":
         p.add_argument("playbook", help="a playbook path (relative to the current directory) or FQCN (dgxops.fleet.site)")
     elif playbook:
-        p.add_argument("playbook", nargs="?", default=playbook)
+        p.add_argument("playbook", nargs="?", default=None, help="default: %s" % playbook)
     add_ansible_playbook_options(p)
     add_run_options(p)
 
@@ -491,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.set_defaults(func=cmd_run)
 
     p_check = sub.add_parser("check", help="check + diff: print what would change, change nothing")
-    add_playbook_options(p_check, "site.yml")
+    add_playbook_options(p_check, "dgxops.fleet.site")
     add_task_timeout(p_check)
     p_check.add_argument("--detailed-exitcode", action="store_true", help="exit 2 when changes are pending")
     p_check.set_defaults(func=cmd_check)

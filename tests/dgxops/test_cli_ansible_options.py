@@ -186,3 +186,15 @@ def test_option_spelling_and_order(argv, monkeypatch):
                             "--become-user", "root", "--vault-id", "dev@f", "--vault-password-file", "f",
                             "--module-path", "lib", "--flush-cache", "--start-at-task", "X", "--list-tasks", "--step"]
     assert list(spec.passwords.values()) == ["pw-for-BECOME"]
+
+
+def test_check_defaults_to_the_collections_site_playbook(tmp_path, monkeypatch):
+    from dgxops import cli as dcli
+    from dgxops.runner import ROOT as PKG_ROOT
+
+    args = dcli.build_parser().parse_args(["check", "-i", "x"])
+    assert args.playbook is None
+    # from a checkout: its playbooks/site.yml (absolute, so any directory works); installed: the FQCN
+    assert dcli._builtin_playbook("site") == str(PKG_ROOT / "playbooks" / "site.yml")
+    monkeypatch.setattr("dgxops.runner.ROOT", tmp_path)
+    assert dcli._builtin_playbook("site") == "dgxops.fleet.site"
