@@ -1,12 +1,20 @@
-"""Verify nvidia_driver through real apt on a simulated DGX A100 (testinfra, docker backend).
+"""Verify nvidia_driver through real apt and real reboots on a simulated DGX A100 (testinfra,
+docker backend).
 
-State after molecule's prepare (fresh install: 550.127.05 proprietary) and converge (switch to
-open at the same version) is checked first; the later tests run the role again with other
-settings (tests are ordered: pytest runs them top to bottom) and end on branch 580.
+The node installs from the stand-in CUDA repository its image carries (/srv/dgxops-cuda-repo) and
+reboots for real: the container restarts through its own systemd boot, gets a new boot id, and
+loads the module DKMS built (/proc/driver/nvidia/version, nvidia-smi's driver_version); before
+that reboot nvidia-smi reports a driver/library mismatch, as the real one does.
+
+State after molecule's prepare (the node's preinstalled driver removed, then a fresh install of
+550.127.05 proprietary, rebooted) and converge (switch to open at the same version, rebooted;
+idempotence: changed=0, no reboot) is checked first; the later tests run the role again with
+other settings (tests are ordered: pytest runs them top to bottom) and end on branch 580.
 """
 
 import json
 import os
+import re
 import subprocess
 
 KVER = os.uname().release  # containers share the controller's kernel
@@ -33,6 +41,7 @@ OPEN_580 = {
 }
 UNRELATED = {"dgxops-canary": "1.0-1", "nvidia-container-toolkit": "1.17.8-1"}
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = "/srv/dgxops-cuda-repo"  # the node image's stand-in CUDA repository
 DROPIN_DIR = "/etc/systemd/system/nvidia-persistenced.service.d"
 DROPIN = DROPIN_DIR + "/dgxops.conf"  # the only drop-in replacing ExecStart (shared with gpu_tuning)
 
@@ -53,6 +62,27 @@ def nvidia_state(host):
 
 def holds(host):
     return sorted(host.check_output("apt-mark showhold").split())
+
+
+def boot_id(host):
+    return host.file("/proc/sys/kernel/random/boot_id").content_string.strip()
+
+
+def boots(host):
+    """How many times the simulated node booted (dgxops-sim boot counts each boot)."""
+    return json.loads(host.check_output("dgxops-sim show"))["boots"]
+
+
+def loaded_driver(host):
+    """(version, flavour) of the loaded module from /proc/driver/nvidia/version, as the role reads it."""
+    text = host.file("/proc/driver/nvidia/version").content_string
+    match = re.search(r"Kernel Module(?: for \S+)?\s+([0-9]+\.[0-9.]+)\s", text)
+    assert match, text
+    return match.group(1), "open" if "Open Kernel Module" in text else "proprietary"
+
+
+def smi_driver_versions(host):
+    return host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").splitlines()
 
 
 def run_role(extra, check=False, playbook="run_role.yml"):
@@ -80,6 +110,28 @@ def test_fresh_install_pinned_and_held_the_proprietary_set(host):
     assert "nvidia-driver-550-open" not in after["packages"]
     for name, version in UNRELATED.items():
         assert after["packages"][name] == version
+
+
+def test_fresh_install_rebooted_into_the_new_driver(host):
+    after = json.loads(host.file("/root/dgxops-after-prepare.json").content_string)
+    assert after["boot_id_before"] != after["boot_id_after"]
+    first = after["proc_version"].splitlines()[0]
+    assert "Kernel Module  550.127.05 " in first and "Open" not in first, first
+    assert after["smi_driver_versions"] == ["550.127.05"] * 8
+
+
+def test_switch_rebooted_into_the_open_module(host):
+    after = json.loads(host.file("/root/dgxops-after-prepare.json").content_string)
+    assert boot_id(host) != after["boot_id_after"]
+    assert loaded_driver(host) == ("550.127.05", "open")
+    assert smi_driver_versions(host) == ["550.127.05"] * 8
+    # create (1), the fresh install (2), the switch (3); idempotence did not reboot
+    assert boots(host) == 3
+
+
+def test_no_reboot_left_pending(host):
+    assert not host.file("/run/dgxops-nvidia-driver.reboot-required").exists
+    assert not host.file("/run/reboot-required").exists
 
 
 def test_switch_installed_open_set_at_the_same_version(host):
@@ -139,15 +191,22 @@ def test_initramfs_not_rebuilt_when_nothing_changed(host):
     assert calls == [KVER]
 
 
+def wait_for_persistenced_args(host):
+    # Type=simple: systemctl returns before the stand-in has written its arguments
+    host.run("for i in $(seq 50); do [ -s /run/nvidia-persistenced/args ] && break; sleep 0.1; done")
+    return host.file("/run/nvidia-persistenced/args").content_string.split()
+
+
 def test_persistenced_runs_with_persistence_mode(host):
+    # enabled by the role, started at the boot that loaded the driver
     assert host.service("nvidia-persistenced").is_enabled
-    host.check_output("systemctl start nvidia-persistenced")
-    try:
-        args = host.file("/run/nvidia-persistenced/args").content_string.split()
-        assert "--persistence-mode" in args and "--no-persistence-mode" not in args
-        assert args[args.index("--user") + 1] == "nvidia-persistenced"
-    finally:
-        host.run("systemctl stop nvidia-persistenced")
+    assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
+    args = wait_for_persistenced_args(host)
+    assert "--persistence-mode" in args and "--no-persistence-mode" not in args
+    assert args[args.index("--user") + 1] == "nvidia-persistenced"
+    # the daemon (stand-in) keeps the GPUs initialised: persistence mode on
+    assert host.check_output("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader").splitlines() \
+        == ["Enabled"] * 8
 
 
 def execstart_dropins(host):
@@ -170,24 +229,22 @@ def test_persistenced_has_one_managed_dropin(host):
     assert "ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --persistence-mode --verbose" \
         in dropin.content_string.splitlines()
     assert execstart_dropins(host) == {DROPIN}
-    # auto: no driver is loaded in the container, so the role enabled the daemon without starting it
-    assert not host.file("/proc/driver/nvidia/version").exists
-    assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "inactive"
+    # auto: the driver is loaded, so the daemon runs
+    assert host.file("/proc/driver/nvidia/version").exists
+    assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
 
 
 def test_persistenced_entry_point_parameters(host):
-    """tasks_from: persistenced as gpu_tuning calls it: mode off, no --user, started although no
-    driver is loaded; the same drop-in file, no second one; idempotent; then back to defaults."""
+    """tasks_from: persistenced as gpu_tuning calls it: mode off, no --user, started; the same
+    drop-in file, no second one; idempotent; then back to defaults (restarted with them)."""
     extra = {"nvidia_driver_persistence_mode": False, "nvidia_driver_persistenced_user": "",
              "nvidia_driver_persistenced_state": "started"}
     try:
         first = run_role(extra, playbook="run_persistenced.yml")
         assert first.returncode == 0, first.stdout[-3000:]
         assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
-        # the running daemon got the new arguments (drop-in written, systemd reloaded, restarted);
-        # Type=simple: systemctl returns before the stand-in has written them
-        host.run("for i in $(seq 50); do [ -s /run/nvidia-persistenced/args ] && break; sleep 0.1; done")
-        args = host.file("/run/nvidia-persistenced/args").content_string.split()
+        # the running daemon got the new arguments (drop-in written, systemd reloaded, restarted)
+        args = wait_for_persistenced_args(host)
         assert args == ["--no-persistence-mode", "--verbose"]
         assert execstart_dropins(host) == {DROPIN}
         again = run_role(extra, playbook="run_persistenced.yml")
@@ -195,10 +252,11 @@ def test_persistenced_entry_point_parameters(host):
         assert recap_changed(again.stdout) == 0
     finally:
         back = run_role({}, playbook="run_persistenced.yml")
-        host.run("systemctl stop nvidia-persistenced")
     assert back.returncode == 0, back.stdout[-3000:]
     assert "--persistence-mode --verbose" in host.file(DROPIN).content_string
     assert execstart_dropins(host) == {DROPIN}
+    assert host.run("systemctl is-active nvidia-persistenced").stdout.strip() == "active"
+    assert wait_for_persistenced_args(host) == ["--user", "nvidia-persistenced", "--persistence-mode", "--verbose"]
 
 
 def test_persistenced_entry_point_refuses_bad_values(host):
@@ -217,18 +275,12 @@ def test_fabricmanager_enabled(host):
     assert host.service("nvidia-fabricmanager").is_enabled
 
 
-def test_reboot_reported_as_pending(host):
-    reasons = host.file("/run/dgxops-nvidia-driver.reboot-required").content_string.splitlines()
-    assert "driver packages changed: open 550.127.05" in reasons
-    assert host.file("/run/reboot-required").exists
-
-
 def test_missing_branch_refused_before_any_package_change(host):
     before = (dpkg_state(host), holds(host))
-    proc = run_role({"nvidia_driver_branch": "570", "nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
+    proc = run_role({"nvidia_driver_branch": "560", "nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
     assert proc.returncode != 0
-    assert "nvidia_driver_branch: 570 is not in the repository file:/srv/dgxops-apt-repo/" in " ".join(proc.stdout.split())
-    assert "allowed: a branch the repository carries: 550, 580" in " ".join(proc.stdout.split())
+    assert "nvidia_driver_branch: 560 is not in the repository file:%s/" % REPO in " ".join(proc.stdout.split())
+    assert "allowed: a branch the repository carries: 535, 550, 570, 580" in " ".join(proc.stdout.split())
     assert (dpkg_state(host), holds(host)) == before
 
 
@@ -242,19 +294,19 @@ def test_invalid_option_refused_on_the_controller(host):
 
 
 def test_check_mode_upgrade_reports_and_changes_nothing(host):
-    before = (dpkg_state(host), holds(host))
+    before = (dpkg_state(host), holds(host), boot_id(host))
     proc = run_role({"nvidia_driver_branch": "580", "nvidia_driver_flavour": "open",
                      "nvidia_driver_nvswitch": True}, check=True)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert recap_changed(proc.stdout) > 0
     assert "would install nvidia-driver-580-open=580.95.05-0ubuntu1" in proc.stdout
-    assert (dpkg_state(host), holds(host)) == before
+    assert (dpkg_state(host), holds(host), boot_id(host)) == before
 
 
 def test_mixed_flavour_leftovers_are_cleaned(host):
     # a half-done manual switch: the proprietary kernel module package forced in next to open
     host.check_output("dpkg -i --force-conflicts --force-depends "
-                      "/srv/dgxops-apt-repo/nvidia-dkms-550_550.127.05-0ubuntu1_all.deb")
+                      "%s/nvidia-dkms-550_550.127.05-0ubuntu1_all.deb" % REPO)
     assert dpkg_state(host)["nvidia-dkms-550"][0] == "ii"
     proc = run_role({"nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
     assert proc.returncode == 0, proc.stdout[-3000:]
@@ -263,9 +315,12 @@ def test_mixed_flavour_leftovers_are_cleaned(host):
     for name, version in OPEN_550.items():
         assert state[name] == ("hi", version), name
     assert holds(host) == sorted(OPEN_550)
+    assert host.file("/var/lib/dkms/nvidia/550.127.05/source/flavour").content_string.strip() == "open"
+    assert loaded_driver(host) == ("550.127.05", "open")
 
 
 def test_branch_upgrade_moves_the_hold(host):
+    before_id, before_boots = boot_id(host), boots(host)
     proc = run_role({"nvidia_driver_branch": "580", "nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
     assert proc.returncode == 0, proc.stdout[-3000:]
     state = dpkg_state(host)
@@ -275,7 +330,14 @@ def test_branch_upgrade_moves_the_hold(host):
     assert holds(host) == sorted(OPEN_580)
     for name, version in UNRELATED.items():
         assert state[name] == ("ii", version)
-    # the utils stand-in re-initialised the simulator: nvidia-smi reports the new driver
-    assert host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").splitlines()[0] == "580.95.05"
+    # the role rebooted the node once, and it came back with the new module loaded
+    assert boot_id(host) != before_id
+    assert boots(host) == before_boots + 1
+    assert loaded_driver(host) == ("580.95.05", "open")
+    assert smi_driver_versions(host) == ["580.95.05"] * 8
+    assert host.check_output("dkms status -m nvidia").strip() == \
+        "nvidia/580.95.05, %s, %s: installed" % (KVER, host.system_info.arch)
+    after_id = boot_id(host)
     again = run_role({"nvidia_driver_branch": "580", "nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
     assert again.returncode == 0 and recap_changed(again.stdout) == 0
+    assert (boot_id(host), boots(host)) == (after_id, before_boots + 1)
