@@ -278,3 +278,26 @@ def test_secure_boot_is_detected_and_the_documented_choice_holds(boot_fleet):
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "WARNING: Secure Boot is enabled on %s" % name in " ".join(proc.stdout.split())
     assert loaded_driver(name) == ("580.95.05", "open")
+
+
+def test_a_node_made_not_to_come_back_stays_down_until_started(boot_fleet):
+    name, inventory, _inv_dir = boot_fleet
+    import time
+    node(name, "dgxops-sim", "fault", "set", "no-boot")
+    old = boot_id(name)
+    play = os.path.join(ROOT, "tests", "fleet", "plays", "reboot.yml")
+    # the reboot module waits for the node: it must give up, not hang
+    proc = playbook(inventory, play, "--limit", name, "-e", '{"dgxops_test_reboot_timeout": 25}', timeout=300)
+    assert proc.returncode != 0
+    deadline = time.monotonic() + 60
+    state = ""
+    while time.monotonic() < deadline:
+        state = subprocess.run([DOCKER, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", name],
+                               capture_output=True, text=True, check=False).stdout.split()
+        if state and state[0] == "exited":
+            break
+        time.sleep(1)
+    assert state == ["exited", "0"]
+    SimFleet("pytest-boot").start(name)
+    assert boot_id(name) != old
+    assert loaded_driver(name) == ("580.95.05", "open")
