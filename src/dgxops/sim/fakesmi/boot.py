@@ -18,7 +18,7 @@ the parts of the firmware, the bootloader and the kernel that a container does n
 * the **GPU reboot semantics** of :func:`state.reboot` (what ``dgxops-sim reset`` does);
 * the ``no-boot`` fault: the node stops during this boot and stays down (``systemctl exit 0``:
   the container exits 0, which the ``on-failure`` restart policy leaves stopped), until
-  ``dgxops sim start`` or ``docker start``.
+  ``docker start <node>`` (or ``SimFleet.start``).
 """
 import glob
 import os
