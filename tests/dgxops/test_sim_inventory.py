@@ -57,7 +57,8 @@ def test_inventory_written_elsewhere_carries_the_fleets_settings(tmp_path, monke
         assert got == want
         assert hostvars[host]["ansible_connection"] == "docker"
     assert hostvars["unit-spark-1"]["spark_rapids_cluster_group"] == "dgx_spark"
-    assert hostvars["unit-spark-1"]["dgxops_enable_driver"] is False
+    assert hostvars["unit-spark-1"]["nvidia_driver_repo_url"] == "file:/srv/dgxops-cuda-repo/"
+    assert hostvars["unit-spark-1"]["nvidia_driver_branch"] == "580"
 
 
 def test_inventory_beside_the_settings_does_not_copy_them(tmp_path, monkeypatch):
