@@ -73,6 +73,7 @@ RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim /usr/local/sbin/dg
  && mv /etc/apt/sources.list /etc/apt/sources.list.offline \\
  && printf 'Types: deb\\nURIs: file:/srv/dgxops-monitoring-repo/debian/\\nSuites: /\\nTrusted: yes\\n' \\
       > /etc/apt/sources.list.d/distribution-standin.sources \\
+ && apt-get update -qq \\
  && systemctl set-default multi-user.target \\
  && printf 'C.UTF-8 UTF-8\\n' > /etc/locale.gen
 STOPSIGNAL SIGRTMIN+3
