@@ -217,12 +217,15 @@ def test_a_driver_branch_that_does_not_support_the_gpu_is_flagged(fleet):
     try:
         proc = subprocess.run([sys.executable, "-m", "dgxops.cli", "doctor", "-i", inventory, "-l", node, "--json"],
                               capture_output=True, text=True, cwd=ROOT, check=False)
-        site = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node))
+        # with the driver area off (a fleet whose driver is managed elsewhere), site.yml must
+        # refuse the node before any change; with it on, the driver role installs the declared branch
+        site = run_playbook(PlaybookRun("site.yml", inventory=inventory, limit=node,
+                                        extra_vars=['{"dgxops_enable_driver": false}']))
     finally:
         node_exec(node, "dgxops-sim", "init", "--model", "dgx-h100", "--driver", "580.95.05", "--force")
     verdict = json.loads(proc.stdout)["verdicts"][node]
     assert verdict["status"] == "broken" and verdict["check"] == "driver_support"
     assert verdict["cause"] == "driver branch R470 does not support h100 GPUs (the first branch that does is R525)"
-    # site.yml (the simulated fleet does not manage the driver) refuses it before any change
+    # site.yml without the driver area refuses it before any change
     assert not site.ok and site.changed == 0
     assert "does not support h100 GPUs; allowed: branch 525 or newer" in site.failures[0].msg

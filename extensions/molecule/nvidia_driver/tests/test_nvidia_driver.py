@@ -280,7 +280,7 @@ def test_missing_branch_refused_before_any_package_change(host):
     proc = run_role({"nvidia_driver_branch": "560", "nvidia_driver_flavour": "open", "nvidia_driver_nvswitch": True})
     assert proc.returncode != 0
     assert "nvidia_driver_branch: 560 is not in the repository file:%s/" % REPO in " ".join(proc.stdout.split())
-    assert "allowed: a branch the repository carries: 535, 550, 570, 580" in " ".join(proc.stdout.split())
+    assert "allowed: a branch the repository carries: 470, 535, 550, 570, 580" in " ".join(proc.stdout.split())
     assert (dpkg_state(host), holds(host)) == before
 
 
