@@ -702,18 +702,36 @@ def parse_metrics_text(text: str) -> list:
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        return [(s.name, dict(s.labels), float(s.value))
-                for family in text_string_to_metric_families(text) for s in family.samples]
+        families = list(text_string_to_metric_families(text))
     except (ValueError, TypeError, IndexError, KeyError) as exc:
-        # name the first line that does not parse on its own
-        for lineno, line in enumerate(text.splitlines(), 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
-            try:
-                list(text_string_to_metric_families(line + "\n"))
-            except (ValueError, TypeError, IndexError, KeyError) as line_exc:
-                raise ValueError("line %d is not a Prometheus sample (%s): %r" % (lineno, line_exc, line)) from None
-        raise ValueError("not a Prometheus text exposition: %s" % exc) from None
+        _raise_first_bad_line(text, exc)
+    # The parser renames the samples of a `counter` family whose name does not end in a
+    # lower-case `_total` (dcgm-exporter's DCGM_FI_DEV_*_TOTAL, DCGM_FI_PROF_*): it appends
+    # `_total`. Keep the names the exporter served.
+    served = {line.split("{", 1)[0].split(None, 1)[0]
+              for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
+    out = []
+    for family in families:
+        for s in family.samples:
+            name = s.name
+            if name not in served and name.endswith("_total") and name[:-len("_total")] in served:
+                name = name[:-len("_total")]
+            out.append((name, dict(s.labels), float(s.value)))
+    return out
+
+
+def _raise_first_bad_line(text: str, exc: Exception):
+    """Raise a ValueError naming the first line that does not parse on its own."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            list(text_string_to_metric_families(line + "\n"))
+        except (ValueError, TypeError, IndexError, KeyError) as line_exc:
+            raise ValueError("line %d is not a Prometheus sample (%s): %r" % (lineno, line_exc, line)) from None
+    raise ValueError("not a Prometheus text exposition: %s" % exc) from None
 
 
 def advise_metrics_text(text: str, source: str = "metrics file", default_host: str | None = None, rules=RULES) -> Advice:

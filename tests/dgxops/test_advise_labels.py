@@ -33,3 +33,23 @@ def test_rules_read_the_deprecated_clock_field_only_through_the_recording_rule()
     for rule in advise.RULES:
         assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in rule.expr
     assert "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" not in advise.metrics_used()
+
+
+def test_counter_families_keep_the_names_the_exporter_served():
+    # dcgm-exporter declares its *_TOTAL fields as counters; prometheus_client's parser renames
+    # such samples to NAME_total, which hid every counter from the rules.
+    labels = 'gpu="0",UUID="GPU-x",Hostname="node-7"'
+    text = ("# HELP DCGM_FI_DEV_ECC_DBE_VOL_TOTAL Total number of double-bit volatile ECC errors.\n"
+            "# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter\n"
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{%s} 2\n"
+            "# TYPE node_cpu_seconds_total counter\n"
+            'node_cpu_seconds_total{cpu="0"} 5\n' % labels)
+    names = [name for name, _, _ in advise.parse_metrics_text(text)]
+    assert names == ["DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "node_cpu_seconds_total"]
+    result = advise.advise_metrics_text(text)
+    assert [f.rule for f in result.hosts["node-7"]] == ["DgxGpuEccDoubleBit"]
+
+
+def test_a_bad_line_is_named():
+    with pytest.raises(ValueError, match="line 2 is not a Prometheus sample"):
+        advise.parse_metrics_text('up 1\nbad{ 2\n')
