@@ -217,10 +217,10 @@ def debian_fleet(tmp_path_factory):
 
 
 def driver_packages(name):
-    """{package: version} of the installed NVIDIA driver packages (Debian 12 layout names)."""
+    """{package: version} of the installed NVIDIA driver packages ("ii", or "hi" when held)."""
     out = node(name, "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\\n").stdout
     return {p: v for p, v, st in (line.split() for line in out.splitlines() if len(line.split()) == 3)
-            if st.startswith("ii") and re.match(r"^((lib)?nvidia-|libcuda1$|firmware-nvidia-gsp$)", p)
+            if st[1:2] == "i" and re.match(r"^((lib)?nvidia-|libcuda1$|firmware-nvidia-gsp$)", p)
             and not p.startswith("nvidia-container")}
 
 
