@@ -120,7 +120,10 @@ XID_FATAL = {
 }
 
 _OPEN_PKG = re.compile(r"(^|-)open($|-)|^nvidia-open$|^kmod-nvidia-open")
-_KERNEL_PKG = re.compile(r"^(nvidia-driver-\d+|nvidia-dkms-\d+|nvidia-kernel-source-\d+|nvidia-kernel-common-\d+|"
+# (Ubuntu-style names carry the branch; NVIDIA's debian12 repository names the module packages
+# nvidia-kernel-dkms / nvidia-kernel-open-dkms, the branch only in the version)
+_KERNEL_PKG = re.compile(r"^(nvidia-kernel-dkms$|nvidia-kernel-open-dkms$|"
+                         r"nvidia-driver-\d+|nvidia-dkms-\d+|nvidia-kernel-source-\d+|nvidia-kernel-common-\d+|"
                          r"linux-modules-nvidia-\d+|kmod-nvidia|nvidia-open|nvidia-kmod|cuda-drivers-\d+)")
 _BRANCH = re.compile(r"-(\d{3})(?:-|$)")
 

@@ -10,6 +10,8 @@
   it back to a loaded driver;
 * the boot-time units after a real reboot: gpu_tuning's power limit and the MIG layout are
   applied again by the node's own boot (nothing from the controller in between);
+* the driver role on NVIDIA's debian12 layout (the Debian 12 nodes' default): an older point
+  release, a flavour switch and a branch upgrade, each loaded after a real reboot;
 * the fleet consistency check finds a node that differs, names what differs, and --strict exits 5.
 
 Each reboot is the container going down and starting again through its own systemd boot.
@@ -17,11 +19,13 @@ Each reboot is the container going down and starting again through its own syste
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+from dgxops.sim.aptrepo import fm_names
 from dgxops.sim.fleet import SimFleet, parse_layout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -161,8 +165,17 @@ def test_rolling_upgrade_stops_at_the_failed_batch_then_finishes(roll_fleet, tmp
         assert loaded_driver(name) == ("580.95.05", "proprietary")
         smi = node(name, "nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader").stdout.split()
         assert set(smi) == {"580.95.05"}
+        # the Debian 12 nodes use NVIDIA's debian12 layout (the distribution default): one name for
+        # every branch, the branch in the version, the whole release at one version
         held = node(name, "apt-mark", "showhold").stdout.split()
-        assert "nvidia-driver-580" in held and not [p for p in held if "550" in p]
+        assert {"nvidia-driver-cuda", "nvidia-kernel-dkms", "nvidia-smi"} <= set(held), held
+        versions = dict(line.split() for line in node(name, "dpkg-query", "-W", "-f", "${Package} ${Version}\\n",
+                                                       "nvidia-*", "libnvidia-*", "libcuda1").stdout.splitlines()
+                        if len(line.split()) == 2)
+        assert versions["nvidia-driver-cuda"] == "580.95.05-1", versions
+        for pkg in ("nvidia-kernel-dkms", "nvidia-smi", "libnvidia-ml1", "libcuda1", "nvidia-persistenced"):
+            assert versions[pkg] == "580.95.05-1", (pkg, versions)
+        assert "nvidia-kernel-open-dkms" not in versions and not [p for p in versions if re.search(r"-5[0-9]{2}\b", p)]
     assert recap(second.stdout)[names[0]]["changed"] == 2  # only the two hook tasks: nothing to upgrade there
 
     third = playbook(inventory, "playbooks/driver_upgrade.yml", "-e", json.dumps({"nvidia_driver_branch": "580", "dgxops_serial": 2}))
@@ -195,6 +208,53 @@ def test_consistency_finds_the_odd_node_and_strict_exits_5(roll_fleet, tmp_path)
 
 
 @pytest.fixture(scope="module")
+def debian_fleet(tmp_path_factory):
+    fleet, names, inventory, inv_dir = _fleet("pytest-deb12", "dgx-a100-80gb=1", tmp_path_factory)
+    try:
+        yield names[0], inventory, inv_dir
+    finally:
+        fleet.down()
+
+
+def driver_packages(name):
+    """{package: version} of the installed NVIDIA driver packages ("ii", or "hi" when held)."""
+    out = node(name, "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\\n").stdout
+    return {p: v for p, v, st in (line.split() for line in out.splitlines() if len(line.split()) == 3)
+            if st[1:2] == "i" and re.match(r"^((lib)?nvidia-|libcuda1$|firmware-nvidia-gsp$)", p)
+            and not p.startswith("nvidia-container")}
+
+
+def test_debian12_layout_install_flavour_switch_and_branch_upgrade(debian_fleet):
+    """The role on NVIDIA's debian12 layout (the Debian 12 nodes' distribution default): an older
+    point release (every package of the release named at its version, three levels of exact-version
+    dependencies), open <-> proprietary, 550 -> 580, each loaded after a real reboot, then changed=0."""
+    name, inventory, _inv_dir = debian_fleet
+    assert loaded_driver(name) == ("550.163.01", "proprietary")
+    release_set = {"nvidia-driver-cuda", "nvidia-smi", "libcuda1", "libnvidia-ml1", "libnvidia-ptxjitcompiler1",
+                   "nvidia-persistenced", "nvidia-kernel-support", "firmware-nvidia-gsp"}
+    steps = [({"nvidia_driver_branch": "550", "nvidia_driver_version": "550.127.05", "nvidia_driver_flavour": "proprietary"},
+              ("550.127.05", "proprietary"), "nvidia-kernel-dkms"),
+             ({"nvidia_driver_branch": "550", "nvidia_driver_version": "550.127.05", "nvidia_driver_flavour": "open"},
+              ("550.127.05", "open"), "nvidia-kernel-open-dkms"),
+             ({"nvidia_driver_branch": "580", "nvidia_driver_flavour": "open"}, ("580.95.05", "open"), "nvidia-kernel-open-dkms")]
+    for extra, loaded, kernel_pkg in steps:
+        old = boot_id(name)
+        proc = playbook(inventory, "playbooks/driver.yml", "--limit", name, "-e", json.dumps(extra))
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        assert boot_id(name) != old and loaded_driver(name) == loaded
+        pkgs = driver_packages(name)
+        # one flavour, the whole release at one exact version, no Ubuntu-style names (an NVSwitch
+        # system: fabric manager and NSCQ too, at the driver's version)
+        assert set(pkgs) == release_set | {kernel_pkg} | set(fm_names(loaded[0].split(".")[0])), pkgs
+        assert set(pkgs.values()) == {"%s-1" % loaded[0]}, pkgs
+        held = set(node(name, "apt-mark", "showhold").stdout.split())
+        assert {"nvidia-driver-cuda", kernel_pkg, "nvidia-smi"} <= held, held
+        assert loaded[0] in node(name, "dkms", "status", "-m", "nvidia").stdout
+        again = playbook(inventory, "playbooks/driver.yml", "--limit", name, "-e", json.dumps(extra))
+        assert again.returncode == 0 and recap(again.stdout)[name]["changed"] == 0, again.stdout[-3000:]
+
+
+@pytest.fixture(scope="module")
 def boot_fleet(tmp_path_factory):
     fleet, names, inventory, inv_dir = _fleet("pytest-boot", "dgx-h100=1", tmp_path_factory)
     try:
@@ -208,7 +268,7 @@ def test_kernel_upgrade_reboot_comes_back_with_its_driver(boot_fleet):
     from dgxops.sim.aptrepo import NEW_KERNEL
     assert loaded_driver(name) == ("580.95.05", "open")
     # an unattended kernel upgrade: the image only, no headers, so DKMS cannot build for it
-    node(name, "sh", "-c", "printf 'Types: deb\\nURIs: file:/srv/dgxops-cuda-repo/\\nSuites: /\\nTrusted: yes\\n' "
+    node(name, "sh", "-c", "printf 'Types: deb\\nURIs: file:/srv/dgxops-cuda-repo/debian12/\\nSuites: /\\nTrusted: yes\\n' "
                            "> /etc/apt/sources.list.d/test-kernel.sources && apt-get update -qq "
                            "&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-%s "
                            "&& rm /etc/apt/sources.list.d/test-kernel.sources" % NEW_KERNEL)

@@ -187,7 +187,9 @@ def _sim_files():
         if "__pycache__" in rel.parts:
             continue
         # the node only needs the package root and the simulator
-        if rel.parts[0] == "__init__.py" or rel.parts[:2] == ("sim", "__init__.py") or rel.parts[:2] == ("sim", "fakesmi"):
+        # (aptrepo.py: `dgxops-sim init` names the driver set of the node's repository layout from it)
+        if rel.parts[0] == "__init__.py" or rel.parts[:2] in (("sim", "__init__.py"), ("sim", "aptrepo.py")) \
+                or rel.parts[:2] == ("sim", "fakesmi"):
             yield path, rel
 
 

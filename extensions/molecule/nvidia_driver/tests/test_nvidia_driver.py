@@ -41,7 +41,7 @@ OPEN_580 = {
 }
 UNRELATED = {"dgxops-canary": "1.0-1", "nvidia-container-toolkit": "1.17.8-1"}
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = "/srv/dgxops-cuda-repo"  # the node image's stand-in CUDA repository
+REPO = "/srv/dgxops-cuda-repo/ubuntu"  # the Ubuntu layout of the node image's stand-in CUDA repository
 DROPIN_DIR = "/etc/systemd/system/nvidia-persistenced.service.d"
 DROPIN = DROPIN_DIR + "/dgxops.conf"  # the only drop-in replacing ExecStart (shared with gpu_tuning)
 

@@ -22,18 +22,40 @@ def default_flavour(driver):
     return "open" if int(str(driver).split(".")[0]) >= 560 else "proprietary"
 
 
-def install_driver_packages(driver, flavour):
-    """Install the driver set from the image's repository, as a DGX OS image ships it."""
+def node_layout(os_release="/etc/os-release"):
+    """The repository layout NVIDIA ships for this node's distribution: debian12 or ubuntu."""
+    try:
+        with open(os_release) as fh:
+            ids = dict(line.rstrip("\n").split("=", 1) for line in fh if "=" in line)
+    except OSError:
+        return "ubuntu"
+    return "debian12" if ids.get("ID", "").strip('"') == "debian" else "ubuntu"
+
+
+def driver_package_specs(driver, flavour, layout):
+    """apt-get install arguments (name=version) of the driver set, as NVIDIA's guide installs it."""
+    from ..aptrepo import DEBIAN_REV, DRIVER_REV, debian12_closure  # pylint: disable=import-outside-toplevel
     branch = str(driver).split(".")[0]
-    pkg = "nvidia-driver-%s%s=%s-0ubuntu1" % (branch, "-open" if flavour == "open" else "", driver)
+    if layout == "debian12":
+        # compute-only (NVIDIA's guide: nvidia-driver-cuda + the kernel-module flavour), every
+        # package of the release named: its exact-version dependencies are not the newest release
+        kernel = "nvidia-kernel-open-dkms" if flavour == "open" else "nvidia-kernel-dkms"
+        return ["%s=%s-%s" % (name, driver, DEBIAN_REV) for name in debian12_closure(["nvidia-driver-cuda", kernel])]
+    return ["nvidia-driver-%s%s=%s-%s" % (branch, "-open" if flavour == "open" else "", driver, DRIVER_REV)]
+
+
+def install_driver_packages(driver, flavour):
+    """Install the driver set from the image's repository (the node distribution's layout)."""
+    layout = node_layout()
+    specs = driver_package_specs(driver, flavour, layout)
     with open(REPO_SOURCE, "w") as fh:
-        fh.write("Types: deb\nURIs: file:%s/\nSuites: /\nTrusted: yes\n" % REPO)
+        fh.write("Types: deb\nURIs: file:%s/%s/\nSuites: /\nTrusted: yes\n" % (REPO, layout))
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
     try:
         for argv in (["apt-get", "update", "-qq", "-o", "Dir::Etc::sourcelist=" + REPO_SOURCE,
                       "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0"],
-                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends", pkg,
-                      "linux-headers-%s" % os.uname().release]):
+                     ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + specs
+                     + ["linux-headers-%s" % os.uname().release]):
             proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False)
             if proc.returncode != 0:
                 raise StateError("%s failed (rc=%d): %s" % (" ".join(argv), proc.returncode, proc.stdout.strip()[-800:]))

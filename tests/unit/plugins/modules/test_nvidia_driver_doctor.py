@@ -252,6 +252,20 @@ def test_both_flavours_installed(monkeypatch, node):
     assert "apt-get purge nvidia-dkms-580 nvidia-driver-580" in f["fix"]  # the loaded module is open
 
 
+def test_debian12_layout_module_packages_are_recognised(monkeypatch, node):
+    # NVIDIA's debian12 repository: the flavour is in the module package's name, the branch in the version
+    node.dpkg = ("nvidia-driver-cuda 580.159.04-1 ii \nnvidia-kernel-dkms 580.159.04-1 ii \n"
+                 "nvidia-smi 580.159.04-1 ii \n")
+    res = run(monkeypatch, node)
+    f = res["by"]["driver_packages"]
+    # the loaded module is open (kernel log / proc of the fixture), the installed one proprietary
+    assert f["status"] == "warn" and "the loaded module is open" in f["message"], f
+    assert "nvidia-kernel-dkms" in " ".join(f["evidence"])
+    node.dpkg = node.dpkg.replace("nvidia-kernel-dkms", "nvidia-kernel-open-dkms")
+    f = run(monkeypatch, node)["by"]["driver_packages"]
+    assert f["status"] == "ok" and "nvidia-kernel-open-dkms" in f["message"], f
+
+
 def test_two_branches_installed(monkeypatch, node):
     node.dpkg += "nvidia-driver-550-open 550.163.01 ii \n"
     res = run(monkeypatch, node)
