@@ -131,7 +131,17 @@ try:
 except ImportError as exc:  # community.docker is not installed
     HAS_COMMUNITY_DOCKER = False
     COMMUNITY_DOCKER_IMPORT_ERROR = exc
-    from ansible.plugins.connection import ConnectionBase as _DockerConnection
+    from ansible.plugins.connection import ConnectionBase
+
+    class _DockerConnection(ConnectionBase):
+        """Stands in for community.docker's connection so that this plugin loads and says what is
+        missing (Connection.__init__ raises)."""
+
+        def _connect(self):
+            return self
+
+        def close(self):
+            pass
 else:
     HAS_COMMUNITY_DOCKER = True
     COMMUNITY_DOCKER_IMPORT_ERROR = None

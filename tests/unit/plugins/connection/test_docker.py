@@ -131,3 +131,19 @@ def test_an_interrupt_is_not_turned_into_unreachable_but_the_client_is_killed(co
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert not _alive(int((state / "exec.pid").read_text()))
+
+
+def test_without_community_docker_it_says_what_is_missing(monkeypatch):
+    import importlib.util
+    import sys
+
+    from ansible.errors import AnsibleError
+
+    monkeypatch.setitem(sys.modules, "ansible_collections.community.docker.plugins.connection.docker", None)
+    path = os.path.join(ROOT, "plugins", "connection", "docker.py")
+    spec = importlib.util.spec_from_file_location("dgxops_docker_without_community_docker", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.HAS_COMMUNITY_DOCKER is False
+    with pytest.raises(AnsibleError, match="dgxops.fleet.docker needs the community.docker collection"):
+        module.Connection(PlayContext(), None)
