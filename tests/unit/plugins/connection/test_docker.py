@@ -110,8 +110,8 @@ def test_a_frozen_put_file_is_killed_too(connection, tmp_path):
 def test_a_container_paused_before_the_command_is_unreachable(connection):
     conn, state = connection
     (state / "mode").write_text("paused")
-    with pytest.raises(AnsibleConnectionFailure, match=r"^node-7 is paused: docker exec refused to run in it "
-                                                        r"\(docker unpause node-7\): Error response from daemon"):
+    expected = r"^node-7 is paused: docker exec refused to run in it \(docker unpause node-7\): Error response from daemon"
+    with pytest.raises(AnsibleConnectionFailure, match=expected):
         conn.exec_command("true")
 
 
