@@ -11,7 +11,8 @@ import pytest
 
 from ansible.errors import AnsibleConnectionFailure
 from ansible.playbook.play_context import PlayContext
-from ansible.plugins.loader import connection_loader, init_plugin_loader
+import yaml
+from ansible import constants as C
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
@@ -48,11 +49,15 @@ def connection(tmp_path):
     docker = tmp_path / "docker"
     docker.write_text(FAKE_DOCKER.replace("{state}", str(state)))
     docker.chmod(docker.stat().st_mode | stat.S_IXUSR)
-    init_plugin_loader([os.path.join(ROOT, ".collections")])
+    from ansible_collections.dgxops.fleet.plugins.connection import docker as plugin
+
+    # what Ansible's plugin loader does for the plugin: its documented options, under its name
+    C.config.initialize_plugin_configuration_definitions(
+        "connection", "dgxops.fleet.docker", yaml.safe_load(plugin.DOCUMENTATION)["options"])
     pc = PlayContext()
     pc.executable = "/bin/sh"
-    conn = connection_loader.get("dgxops.fleet.docker", pc, None, docker_command=str(docker))
-    assert conn is not None, "dgxops.fleet.docker not found"
+    conn = plugin.Connection(pc, None, docker_command=str(docker))
+    conn._load_name = "dgxops.fleet.docker"
     conn.set_options(direct={"remote_addr": "node-7"})
     conn.set_become_plugin(None)
     return conn, state
