@@ -29,6 +29,8 @@ author:
 notes:
   - The C(dgxops) wrapper selects this strategy when Mitogen is installed (C(--strategy auto)).
   - In your own C(ansible.cfg), set C(strategy = dgxops.fleet.mitogen_linear).
+  - Hosts on the P(dgxops.fleet.docker#connection) connection run through Mitogen's docker
+    connection, as hosts on C(docker) do (Mitogen only redirects the connections it knows by name).
 """
 
 import multiprocessing
@@ -129,9 +131,38 @@ def _name_module_oserrors():
     mixin._postprocess_response = _postprocess_response
 
 
+# the collection's connections that Mitogen runs with its own connection of that kind
+MITOGEN_CONNECTIONS = {"dgxops.fleet.docker": "mitogen_docker"}
+
+
+def mitogen_connection_name(name):
+    """Mitogen's connection for one of the collection's connections, None for any other."""
+    return MITOGEN_CONNECTIONS.get(name)
+
+
+def _redirect_collection_connections():
+    """Mitogen rewrites connection_loader.get_with_context() for the connections it knows by name
+    (docker, ssh...) into its own. dgxops.fleet.docker is community.docker's docker connection
+    with a bound on frozen containers (Mitogen bounds those itself), so it goes the same way."""
+    original = ansible_mitogen.strategy.wrap_connection_loader__get_with_context
+    if getattr(original, "_dgxops_redirect", False):
+        return
+
+    def wrap_connection_loader__get_with_context(name, *args, **kwargs):
+        mitogen_name = mitogen_connection_name(name)
+        if mitogen_name:
+            return ansible_mitogen.loaders.connection_loader__get_with_context(mitogen_name, *args, **kwargs)
+        return original(name, *args, **kwargs)
+
+    wrap_connection_loader__get_with_context._dgxops_redirect = True
+    # StrategyMixin installs this module global when the strategy runs
+    ansible_mitogen.strategy.wrap_connection_loader__get_with_context = wrap_connection_loader__get_with_context
+
+
 if HAS_MITOGEN:
     _apply_cpu_pinning_choice()
     _name_module_oserrors()
+    _redirect_collection_connections()
 
     class StrategyModule(ansible_mitogen.strategy.StrategyMixin,
                          strategy_loader.get("linear", class_only=True)):

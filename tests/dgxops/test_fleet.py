@@ -33,7 +33,7 @@ def test_inventory_groups_and_connection(tmp_path, monkeypatch):
     nodes = [fleet.Node("unit-h100-1", "dgx-h100", "580.95.05", "c1"),
              fleet.Node("unit-spark-1", "dgx-spark", "580.95.05", "c2")]
     inv = sim.inventory(nodes)["all"]
-    assert inv["vars"]["ansible_connection"] == "docker"
+    assert inv["vars"]["ansible_connection"] == "dgxops.fleet.docker"
     groups = inv["children"]["dgx"]["children"]
     assert groups["dgx_h100"]["hosts"]["unit-h100-1"]["dgxops_sim_model"] == "dgx-h100"
     assert list(groups["dgx_spark"]["hosts"]) == ["unit-spark-1"]

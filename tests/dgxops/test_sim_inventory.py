@@ -55,7 +55,7 @@ def test_inventory_written_elsewhere_carries_the_fleets_settings(tmp_path, monke
         assert want, "inventories/simulated has settings for %s" % host
         got = {k: hostvars[host].get(k) for k in want}
         assert got == want
-        assert hostvars[host]["ansible_connection"] == "docker"
+        assert hostvars[host]["ansible_connection"] == "dgxops.fleet.docker"
     assert hostvars["unit-spark-1"]["spark_rapids_cluster_group"] == "dgx_spark"
     assert hostvars["unit-spark-1"]["nvidia_driver_repo_url"] == "file:/srv/dgxops-cuda-repo/debian12/"
     assert hostvars["unit-spark-1"]["nvidia_driver_branch"] == "580"

@@ -6,6 +6,7 @@ this module's own, so it never touches the fleets other tests start."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -184,10 +185,104 @@ def test_a_paused_node_is_reported_within_the_task_timeout_and_the_rest_finish(f
         waited = time.monotonic() - paused[0]
     finally:
         subprocess.run([DOCKER, "unpause", victim], capture_output=True, check=False)
+    print("mitogen_linear: the paused node was reported and the run ended %.1f s after the pause" % waited)
     assert result.status != "timeout", result.summary()
     assert waited < 20 + 30, waited
     assert [(f.host, f.task, f.unreachable) for f in result.failures] == [(victim, "Long step", True)]
     assert second_ok == {other}
+
+
+FROZEN_FLEET = "rel22h"
+FROZEN_PLAY = """
+- name: Three steps
+  hosts: dgx
+  gather_facts: false
+  tasks:
+    - name: First step
+      ansible.builtin.command: "true"
+      changed_when: false
+    - name: Long step
+      ansible.builtin.shell: "touch /run/dgxops-long-step && sleep 8"
+      changed_when: false
+    - name: Record the work done
+      ansible.builtin.copy:
+        content: "done\\n"
+        dest: /var/tmp/dgxops-frozen-node-test
+        mode: "0644"
+"""
+# seconds: the task timeout the test sets (ANSIBLE_TASK_TIMEOUT over ansible.cfg's 1200) and the
+# slack for a loaded machine; a run that is still going after HANG_S has hung
+TEST_TASK_TIMEOUT = 20
+SLACK_S = 40
+HANG_S = 300
+
+
+@pytest.fixture(scope="module")
+def frozen_fleet(tmp_path_factory):
+    """Three nodes of their own, reached with the inventory `dgxops sim up` writes."""
+    if not _docker_ok():
+        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
+    sim = SimFleet(FROZEN_FLEET)
+    sim.down()
+    nodes = sim.up(parse_layout("dgx-spark=3", fleet=FROZEN_FLEET))
+    inventory = sim.write_inventory(tmp_path_factory.mktemp("frozen-inventory") / "hosts.yml")
+    try:
+        yield [n.name for n in nodes], str(inventory)
+    finally:
+        for node in nodes:
+            subprocess.run([DOCKER, "unpause", node.name], capture_output=True, check=False)
+        sim.down()
+
+
+@pytest.mark.parametrize("strategy", ["linear", "free"])
+def test_a_paused_node_is_unreachable_under_plain_ansible_playbook_and_the_rest_finish(frozen_fleet, strategy,
+                                                                                        tmp_path):
+    """Plain ansible-playbook (no wrapper), Ansible's own strategy, the simulated inventory's
+    connection and the checkout's ansible.cfg: a node paused in the middle of a task is reported
+    unreachable with the task timeout named, and the other nodes do the rest of the play."""
+    names, inventory = frozen_fleet
+    victim, others = names[1], [names[0], names[2]]
+    for node in names:
+        node_exec(node, "rm", "-f", "/run/dgxops-long-step", "/var/tmp/dgxops-frozen-node-test")
+    play = tmp_path / "frozen.yml"
+    play.write_text(FROZEN_PLAY)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_STRATEGY=strategy,
+               ANSIBLE_TASK_TIMEOUT=str(TEST_TASK_TIMEOUT), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    playbook = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+    log = tmp_path / "run.log"
+    try:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen([playbook, "-i", inventory, str(play)], cwd=ROOT, env=env,
+                                    stdout=out, stderr=subprocess.STDOUT)
+            try:
+                # freeze the node while its Long step runs (the step's marker file is there)
+                deadline = time.monotonic() + 120
+                while node_exec(victim, "test", "-e", "/run/dgxops-long-step").returncode != 0:
+                    assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                    time.sleep(0.3)
+                subprocess.run([DOCKER, "pause", victim], capture_output=True, check=True)
+                paused = time.monotonic()
+                proc.wait(timeout=HANG_S)
+                waited = time.monotonic() - paused
+            finally:
+                if proc.poll() is None:  # it hung: the test fails, and the run goes
+                    proc.kill()
+                    proc.wait()
+    finally:
+        subprocess.run([DOCKER, "unpause", victim], capture_output=True, check=False)
+    text = log.read_text()
+    print("%s: the paused node was reported and the run ended %.1f s after the pause" % (strategy, waited))
+    assert proc.returncode == 4, text  # 4: a host was unreachable
+    assert waited < TEST_TASK_TIMEOUT + SLACK_S, (waited, text)
+    assert "fatal: [%s]: UNREACHABLE!" % victim in text, text
+    assert ("%s did not answer within %d s" % (victim, TEST_TASK_TIMEOUT)) in text, text
+    assert "the container is paused (docker unpause %s)" % victim in text, text
+    recap = {m.group(1): m.group(2) for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", text, re.M)}
+    assert re.search(r"unreachable=1\b", recap[victim]) and re.search(r"ok=1\b", recap[victim]), recap
+    for node in others:
+        assert re.search(r"ok=3\b.*unreachable=0\s+failed=0", recap[node]), recap
+        assert node_exec(node, "cat", "/var/tmp/dgxops-frozen-node-test").stdout == "done\n"
+    assert node_exec(victim, "test", "-e", "/var/tmp/dgxops-frozen-node-test").returncode == 1
 
 
 def test_a_spark_secret_is_hidden_from_diff_and_the_file_is_0600(fleet):

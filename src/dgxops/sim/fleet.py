@@ -233,9 +233,11 @@ class SimFleet:
         return {
             "all": {
                 "vars": {
-                    # "docker" resolves to community.docker.docker; under the mitogen
-                    # strategy it becomes mitogen's own (much faster) docker connection
-                    "ansible_connection": "docker",
+                    # community.docker's docker connection that reports a frozen (paused)
+                    # node unreachable within the task timeout instead of hanging the run
+                    # (plugins/connection/docker.py); under the mitogen strategy it becomes
+                    # mitogen's own (much faster) docker connection, as "docker" does
+                    "ansible_connection": "dgxops.fleet.docker",
                     "ansible_python_interpreter": "/usr/bin/python3",
                 },
                 "children": {"dgx": {"children": groups}, "simulated": {"children": {g: {} for g in groups}}},

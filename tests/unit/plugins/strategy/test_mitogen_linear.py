@@ -144,3 +144,39 @@ def test_a_module_oserror_traceback_is_named_in_the_result():
     other = {"failed": True, "msg": "boom"}
     assert name({"rc": 1, "stdout": "", "stderr": "Traceback\nValueError: x"}, dict(other)) == other
     assert name({"rc": 0, "stdout": "{}", "stderr": TRACE}, {"failed": False}) == {"failed": False}
+
+
+def connection_class(tmp_path, strategy):
+    """The connection class a worker gets for a host on dgxops.fleet.docker under the strategy
+    (an action plugin beside the play reports it; nothing connects to the container)."""
+    (tmp_path / "action_plugins").mkdir()
+    (tmp_path / "action_plugins" / "which_connection.py").write_text(
+        "from ansible.plugins.action import ActionBase\n"
+        "class ActionModule(ActionBase):\n"
+        "    def run(self, tmp=None, task_vars=None):\n"
+        "        cls = type(self._connection)\n"
+        "        return {'msg': 'CONNECTION=%s.%s' % (cls.__module__, cls.__name__)}\n"
+    )
+    play = tmp_path / "which.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  tasks:\n    - which_connection:\n      register: which\n"
+                    "    - ansible.builtin.debug:\n        msg: \"{{ which.msg }}\"\n")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("ghost ansible_connection=dgxops.fleet.docker ansible_python_interpreter=/usr/bin/python3\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STRATEGY=strategy, ANSIBLE_FORCE_COLOR="0", DGXOPS_MITOGEN_CPU_PINNING="off")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(play)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line.split("CONNECTION=", 1)[1].strip().strip('"') for line in proc.stdout.splitlines()
+            if "CONNECTION=" in line]
+
+
+@pytest.mark.skipif(not HAS_MITOGEN, reason="mitogen not installed")
+def test_hosts_on_the_collections_docker_connection_run_through_mitogens(tmp_path):
+    # Mitogen redirects only the connections it knows by name (docker, ssh...); without the
+    # redirect a dgxops.fleet.docker host would silently lose Mitogen
+    assert connection_class(tmp_path, "dgxops.fleet.mitogen_linear") == ["ansible.plugins.connection.mitogen_docker.Connection"]
+
+
+def test_under_ansibles_linear_the_collections_docker_connection_runs(tmp_path):
+    assert connection_class(tmp_path, "linear") == ["ansible_collections.dgxops.fleet.plugins.connection.docker.Connection"]
