@@ -21,7 +21,7 @@ description:
   - Warnings from the validator are shown as Ansible warnings.
 options:
   area:
-    description: Name of the validator, C(plugins/module_utils/validate_<area>.py).
+    description: Name of the validator, C(plugins/plugin_utils/validate_<area>.py).
     type: str
     required: true
   config:

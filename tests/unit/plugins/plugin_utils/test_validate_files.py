@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_files import is_secret_key, validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_files import is_secret_key, validate
 
 
 @pytest.mark.parametrize("variable, value", [

@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 AREAS = ("identity", "driver", "gpu_tuning", "storage", "nccl", "mig", "isolation", "spark", "monitoring")
 # the strings ansible-core's ``bool`` filter and argument specs read as booleans

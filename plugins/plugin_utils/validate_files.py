@@ -23,7 +23,7 @@ __metaclass__ = type
 import posixpath
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 # Files other packages own; a role must never replace them (the fstab role edits /etc/fstab in
 # place through its own module and has no path variable for it).
