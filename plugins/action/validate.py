@@ -9,6 +9,7 @@ __metaclass__ = type
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import (
+    role_inputs,
     validate_declared,
     validate_dgxops,
     validate_files,
@@ -74,6 +75,22 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    def _collect(self, area, task_vars):
+        """The config of an area whose task gives none: the variables are read from the task vars
+        (names: the role's argument specs, validate_files' table, the dgxops_* switches)."""
+        def get(name, default=None):
+            if name not in task_vars:
+                return default
+            return self._templar.template(task_vars[name])
+
+        if area in role_inputs.ROLES:
+            return role_inputs.collect(area, get)
+        if area == "files":
+            return dict((name, get(name)) for name in validate_files.VARIABLES if name in task_vars)
+        if area == "dgxops":
+            return validate_dgxops.collect(sorted(task_vars), get)
+        raise AnsibleActionFail("validate: area %r needs 'config' (only a role's area collects its variables)" % (area,))
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self._task.args
@@ -82,6 +99,8 @@ class ActionModule(ActionBase):
         validator = VALIDATORS.get(area) if isinstance(area, str) else None
         if validator is None:
             raise AnsibleActionFail("validate: no validator for area %r; allowed: %s" % (area, ", ".join(sorted(VALIDATORS))))
+        if config is None:
+            config = self._collect(area, task_vars or {})
         if not isinstance(config, dict):
             raise AnsibleActionFail("validate: 'config' must be a dictionary, got %r" % (type(config).__name__,))
 

@@ -80,6 +80,19 @@ def check_max_fail(result, value):
                      "of a batch fails)")
 
 
+def collect(names, get):
+    """The config of this area from the variables defined for a host: every ``dgxops_enable_*``
+    switch under ``enable``, ``dgxops_serial`` and ``dgxops_max_fail_percentage`` as they are.
+    ``names``: the defined variable names; ``get(name)``: a variable's value."""
+    config = {"enable": {}}
+    for name in names:
+        if name.startswith("dgxops_enable_"):
+            config["enable"][name] = get(name)
+        elif name in ("dgxops_serial", "dgxops_max_fail_percentage"):
+            config[name] = get(name)
+    return config
+
+
 def validate(config):
     result = ValidationResult()
     if "dgxops_serial" in config:

@@ -67,6 +67,8 @@ PATH_RULES = {
 # variables that may be empty (the feature is off)
 OPTIONAL = ("nccl_mpi_mca_params_file",)
 MODE_VARS = ("nccl_conf_mode",)
+# every variable this area checks: the validate play reads them from the task vars by these names
+VARIABLES = tuple(PATH_RULES) + MODE_VARS
 _MODE_RE = re.compile(r"^0?[0-7]{3}$")
 _SECRET_RE = re.compile(r"(password|passwd|secret|token|keystore|credential)", re.IGNORECASE)
 
