@@ -88,16 +88,15 @@ def run_play(tmp_path, tasks, extra_vars=None):
 
 
 def include_validate(role):
-    return [{"name": "Validate the role", "ansible.builtin.include_role": {"name": "dgxops.fleet." + role,
-                                                                          "tasks_from": "validate"}}]
+    include = {"name": "dgxops.fleet." + role, "tasks_from": "validate"}
+    return [{"name": "Validate the role", "ansible.builtin.include_role": include}]
 
 
 def test_a_role_collects_its_own_variables(tmp_path):
     # tasks/validate.yml names no variable: the action reads the role's argument specs and the task vars
-    proc = run_play(tmp_path, include_validate("storage_tuning") + [
-        {"name": "Show", "ansible.builtin.debug": {"msg": "rule={{ __storage_tuning.udev_rule_path }} "
-                                                          "trim={{ __storage_tuning.trim_strategy }}"}}],
-        {"storage_tuning_trim_strategy": "discard"})
+    show = {"msg": "rule={{ __storage_tuning.udev_rule_path }} trim={{ __storage_tuning.trim_strategy }}"}
+    proc = run_play(tmp_path, include_validate("storage_tuning") + [{"name": "Show", "ansible.builtin.debug": show}],
+                    {"storage_tuning_trim_strategy": "discard"})
     assert proc.returncode == 0, proc.stdout
     assert "rule=/etc/udev/rules.d/90-dgxops-storage-tuning.rules trim=discard" in proc.stdout
 
