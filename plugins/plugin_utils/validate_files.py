@@ -99,7 +99,8 @@ def check_path(result, variable, value):
     if kind == "dir" and norm in SYSTEM_DIRS:
         result.error(variable, value, allowed + "; not a top-level system directory")
         return
-    if parents is not None and not any(_inside(norm, p) and norm != p for p in parents):
+    # a file goes inside one of its parents; a directory may be one of them (tenant_isolation_unit_dir)
+    if parents is not None and not any(_inside(norm, p) and (kind == "dir" or norm != p) for p in parents):
         result.error(variable, value, allowed)
         return
     if suffix and not norm.endswith(suffix):
