@@ -128,6 +128,13 @@ DERIVED = {
     "spark_rapids": _spark_rapids,
 }
 
+# path variables a role run on its own leaves unchecked, as before the action collected them: the
+# site play's files area checks them (tests/fidelity/test_nccl_consumer.py writes the Open MPI
+# files of a standalone nccl run to a temporary directory)
+NOT_CHECKED_ALONE = {
+    "nccl": ("nccl_mpi_environment_path", "nccl_mpi_mca_params_file"),
+}
+
 _MISSING = object()
 
 
@@ -136,6 +143,8 @@ def collect(role, get, roles_dir=None):
     derived inputs. ``get(name, default)`` reads a (templated) variable."""
     config = {}
     for name in argument_spec_names(role, roles_dir):
+        if name in NOT_CHECKED_ALONE.get(role, ()):
+            continue
         value = get(name, _MISSING)
         if value is not _MISSING:
             config[name] = value
