@@ -6,14 +6,43 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import importlib
-import re
-
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_files
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import (
+    role_inputs,
+    validate_declared,
+    validate_dgxops,
+    validate_files,
+    validate_fleet_identity,
+    validate_gpu_tuning,
+    validate_mig,
+    validate_mig_devices,
+    validate_monitoring,
+    validate_nccl,
+    validate_nvidia_driver,
+    validate_spark_rapids,
+    validate_storage_tuning,
+    validate_tenant_gpu_affinity,
+    validate_tenant_isolation,
+)
 
-_AREA_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+# area -> validator (plugins/plugin_utils/validate_<area>.py); an area not listed here is refused
+VALIDATORS = {
+    "declared": validate_declared,
+    "dgxops": validate_dgxops,
+    "files": validate_files,
+    "fleet_identity": validate_fleet_identity,
+    "gpu_tuning": validate_gpu_tuning,
+    "mig": validate_mig,
+    "mig_devices": validate_mig_devices,
+    "monitoring": validate_monitoring,
+    "nccl": validate_nccl,
+    "nvidia_driver": validate_nvidia_driver,
+    "spark_rapids": validate_spark_rapids,
+    "storage_tuning": validate_storage_tuning,
+    "tenant_gpu_affinity": validate_tenant_gpu_affinity,
+    "tenant_isolation": validate_tenant_isolation,
+}
 
 
 def _secret_values(value, depth=0, inside=False):
@@ -46,21 +75,34 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    def _collect(self, area, task_vars):
+        """The config of an area whose task gives none: the variables are read from the task vars
+        (names: the role's argument specs, validate_files' table, the dgxops_* switches)."""
+        def get(name, default=None):
+            if name not in task_vars:
+                return default
+            return self._templar.template(task_vars[name])
+
+        if area in role_inputs.ROLES:
+            return role_inputs.collect(area, get)
+        if area == "files":
+            return dict((name, get(name)) for name in validate_files.VARIABLES if name in task_vars)
+        if area == "dgxops":
+            return validate_dgxops.collect(sorted(task_vars), get)
+        raise AnsibleActionFail("validate: area %r needs 'config' (only a role's area collects its variables)" % (area,))
+
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         args = self._task.args
         area = args.get("area")
         config = args.get("config")
-        if not isinstance(area, str) or not _AREA_RE.match(area):
-            raise AnsibleActionFail("validate: 'area' must be a validator name, got %r" % (area,))
+        validator = VALIDATORS.get(area) if isinstance(area, str) else None
+        if validator is None:
+            raise AnsibleActionFail("validate: no validator for area %r; allowed: %s" % (area, ", ".join(sorted(VALIDATORS))))
+        if config is None:
+            config = self._collect(area, task_vars or {})
         if not isinstance(config, dict):
             raise AnsibleActionFail("validate: 'config' must be a dictionary, got %r" % (type(config).__name__,))
-        try:
-            validator = importlib.import_module(
-                "ansible_collections.dgxops.fleet.plugins.module_utils.validate_%s" % area
-            )
-        except ImportError as exc:
-            raise AnsibleActionFail("validate: no validator for area %r (%s)" % (area, exc))
 
         secrets = _secret_values(dict((k, v) for k, v in config.items() if not str(k).startswith("__")))
         if secrets:

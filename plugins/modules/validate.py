@@ -21,13 +21,22 @@ description:
   - Warnings from the validator are shown as Ansible warnings.
 options:
   area:
-    description: Name of the validator, C(plugins/module_utils/validate_<area>.py).
+    description: Name of the validator, C(plugins/plugin_utils/validate_<area>.py).
     type: str
     required: true
   config:
-    description: The variables to validate, as a dictionary of variable name to value.
+    description:
+      - The variables to validate, as a dictionary of variable name to value.
+      - Left out, the action collects them itself from the task vars, each variable named once
+        where it is defined. For a role's area (C(fleet_identity), C(gpu_tuning), C(mig),
+        C(monitoring), C(nccl), C(nvidia_driver), C(spark_rapids), C(storage_tuning),
+        C(tenant_isolation)) the names are the options of the role's C(meta/argument_specs.yml),
+        plus the role's private tables and the inputs derived from the host's facts and inventory
+        (C(plugins/plugin_utils/role_inputs.py)); for C(files) the variables of the path table
+        (C(plugins/plugin_utils/validate_files.py)); for C(dgxops) every C(dgxops_enable_*) switch,
+        C(dgxops_serial) and C(dgxops_max_fail_percentage).
+      - The other areas (C(declared), C(tenant_gpu_affinity), C(mig_devices)) need it.
     type: dict
-    required: true
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -40,11 +49,18 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Validate NCCL settings before touching any host
+- name: Validate every nccl_* variable of the role (names from its argument specs)
   dgxops.fleet.validate:
     area: nccl
+  register: __nccl_validation
+
+- name: Validate given values only
+  dgxops.fleet.validate:
+    area: fleet_identity
     config:
-      nccl_settings: "{{ nccl_settings }}"
+      fleet_identity_fleet_name: lab
+      fleet_identity_node_role: compute
+      fleet_identity_labels: {}
 """
 
 RETURN = r"""

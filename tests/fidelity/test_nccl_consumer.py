@@ -39,7 +39,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, ".collections"))
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_nccl  # noqa: E402
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nccl  # noqa: E402
 
 GUIDE_SETTINGS = {  # guide 000 §3.3, plus what a CPU-only run needs
     "NCCL_ALGO": "Tree",

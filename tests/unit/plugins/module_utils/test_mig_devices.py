@@ -4,7 +4,7 @@
 import pytest
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_devices as md
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_mig, validate_mig_devices
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_mig, validate_mig_devices
 
 # A real /proc/devices excerpt (majors of nvidia-caps are dynamic: the MIG guide shows 508 and 238)
 PROC_DEVICES = """Character devices:

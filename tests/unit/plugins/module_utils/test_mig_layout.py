@@ -445,8 +445,8 @@ def test_current_instances_from_lgi_and_lci():
 # controller-side validators of the mig and tenant_isolation roles
 # ---------------------------------------------------------------------------
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_mig as vm  # noqa: E402
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_tenant_isolation as vt  # noqa: E402
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_mig as vm  # noqa: E402
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_tenant_isolation as vt  # noqa: E402
 
 BUILTIN = {"a100-40gb": {"all-1g.5gb": [{"gpus": "all", "instances": [{"profile": "1g.5gb", "count": 7}]}],
                          "all-disabled": [{"gpus": "all", "mig": False}]}}

@@ -3,7 +3,7 @@
 import pytest
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_gpu_tuning as V
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_gpu_tuning as V
 
 HEADER = ("index, uuid, pci.bus_id, name, driver_version, persistence_mode, power.limit [W], "
           "power.default_limit [W], power.min_limit [W], power.max_limit [W], "

@@ -8,8 +8,8 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import spark_sizing
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_spark_rapids import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import spark_sizing
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_spark_rapids import validate
 from ansible_collections.dgxops.fleet.plugins.filter.spark_rapids import spark_properties_line
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
-from ansible_collections.dgxops.fleet.plugins.module_utils import mig_profiles
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import mig_profiles
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as nsp
 from dgxops.sim.fakesmi import models as sim_models
 

@@ -1,8 +1,10 @@
 """validate_files: paths and modes of the files the roles write as root."""
 
+import os
+
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_files import is_secret_key, validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_files import VARIABLES, is_secret_key, validate
 
 
 @pytest.mark.parametrize("variable, value", [
@@ -68,3 +70,28 @@ def test_an_integer_mode_is_read_as_the_mode_bits():
     assert validate({"nccl_conf_mode": 0o666}).errors == [
         "nccl_conf_mode: invalid value '0666'; allowed: a mode that is not group- or world-writable, such as "
         "\"0644\" or \"0640\" (a writable nccl_conf_mode lets any user change what root-run tools read)"]
+
+
+def _role_defaults():
+    import glob
+
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+    values = {}
+    for path in glob.glob(os.path.join(root, "roles", "*", "defaults", "main.yml")):
+        with open(path) as handle:
+            values.update(yaml.safe_load(handle) or {})
+    return values
+
+
+@pytest.mark.parametrize("variable", VARIABLES)
+def test_every_role_default_is_accepted(variable):
+    # the roles' own checks see their defaults (the action collects them from the argument specs)
+    defaults = _role_defaults()
+    assert variable in defaults
+    value = defaults[variable]
+    if isinstance(value, str) and "{{" in value:  # spark_rapids_conf_dir: "{{ spark_rapids_spark_home }}/conf"
+        import jinja2
+        value = jinja2.Template(value).render(**defaults)
+    result = validate({variable: value})
+    assert result.errors == []

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_storage_tuning import (
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_storage_tuning import (
     glob_to_regex,
     validate,
 )

@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_spark_rapids import (
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_spark_rapids import (
     RAPIDS_SHUFFLE_RE, shuffle_manager_class, supported_shims, validate)
 
 from test_validate_spark_rapids import ROLE_VARS, config, ok

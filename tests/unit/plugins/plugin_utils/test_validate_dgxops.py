@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_dgxops import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_dgxops import validate
 
 
 @pytest.mark.parametrize("value", [1, "2", "25%", "100%", [1, "10%", "100%"], " 50 % "])

@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 AREAS = ("identity", "driver", "gpu_tuning", "storage", "nccl", "mig", "isolation", "spark", "monitoring")
 # the strings ansible-core's ``bool`` filter and argument specs read as booleans
@@ -78,6 +78,19 @@ def check_max_fail(result, value):
         result.error("dgxops_max_fail_percentage", value,
                      "an integer percentage from 0 to 100 (abort an area when more than this share "
                      "of a batch fails)")
+
+
+def collect(names, get):
+    """The config of this area from the variables defined for a host: every ``dgxops_enable_*``
+    switch under ``enable``, ``dgxops_serial`` and ``dgxops_max_fail_percentage`` as they are.
+    ``names``: the defined variable names; ``get(name)``: a variable's value."""
+    config = {"enable": {}}
+    for name in names:
+        if name.startswith("dgxops_enable_"):
+            config["enable"][name] = get(name)
+        elif name in ("dgxops_serial", "dgxops_max_fail_percentage"):
+            config[name] = get(name)
+    return config
 
 
 def validate(config):

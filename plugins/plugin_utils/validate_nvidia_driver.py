@@ -23,7 +23,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 FLAVOURS = ("auto", "open", "proprietary")
 LAYOUTS = ("", "ubuntu", "debian")

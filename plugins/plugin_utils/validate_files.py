@@ -23,7 +23,7 @@ __metaclass__ = type
 import posixpath
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 # Files other packages own; a role must never replace them (the fstab role edits /etc/fstab in
 # place through its own module and has no path variable for it).
@@ -67,6 +67,8 @@ PATH_RULES = {
 # variables that may be empty (the feature is off)
 OPTIONAL = ("nccl_mpi_mca_params_file",)
 MODE_VARS = ("nccl_conf_mode",)
+# every variable this area checks: the validate play reads them from the task vars by these names
+VARIABLES = tuple(PATH_RULES) + MODE_VARS
 _MODE_RE = re.compile(r"^0?[0-7]{3}$")
 _SECRET_RE = re.compile(r"(password|passwd|secret|token|keystore|credential)", re.IGNORECASE)
 
@@ -97,7 +99,8 @@ def check_path(result, variable, value):
     if kind == "dir" and norm in SYSTEM_DIRS:
         result.error(variable, value, allowed + "; not a top-level system directory")
         return
-    if parents is not None and not any(_inside(norm, p) and norm != p for p in parents):
+    # a file goes inside one of its parents; a directory may be one of them (tenant_isolation_unit_dir)
+    if parents is not None and not any(_inside(norm, p) and (kind == "dir" or norm != p) for p in parents):
         result.error(variable, value, allowed)
         return
     if suffix and not norm.endswith(suffix):

@@ -6,8 +6,8 @@ import os
 import pytest
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as nsp
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_tenant_gpu_affinity as vga
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_tenant_isolation as vti
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_tenant_gpu_affinity as vga
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_tenant_isolation as vti
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 

@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 OVERRIDE = "tenant_isolation_gpu_affinity"
 _CPULIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")

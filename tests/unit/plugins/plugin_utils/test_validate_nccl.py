@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Unit tests of the nccl validator (plugins/module_utils/validate_nccl.py)."""
+"""Unit tests of the nccl validator (plugins/plugin_utils/validate_nccl.py)."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
@@ -9,8 +9,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_nccl
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_nccl import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nccl
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_nccl import validate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))))

@@ -25,7 +25,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 _DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 # The node's DCGM host engine (nv-hostengine of nvidia-dcgm.service listens on localhost:5555).

@@ -25,8 +25,8 @@ __metaclass__ = type
 import difflib
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import spark_sizing
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import spark_sizing
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 string_types = (str,)
 

@@ -28,7 +28,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.fstab import check_option, option_key
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
 TRIM_STRATEGIES = ("fstrim_timer", "discard", "none")

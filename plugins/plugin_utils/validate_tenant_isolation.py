@@ -29,7 +29,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 KEYS = ("name", "description", "cpu_quota", "cpu_weight", "memory_high", "memory_max",
         "allowed_cpus", "allowed_memory_nodes", "numa_nodes", "gpus", "tasks_max", "io_weight", "units")

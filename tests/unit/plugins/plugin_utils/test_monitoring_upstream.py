@@ -7,7 +7,7 @@ import shlex
 import jinja2
 import yaml
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_monitoring import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_monitoring import validate
 
 from test_validate_monitoring import BASE
 

@@ -31,7 +31,7 @@ import os
 import re
 from xml.etree import ElementTree
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 # NCCL cuts keys and values at 1023 characters (src/misc/param.cc).
 MAX_VALUE_LEN = 1023

@@ -21,7 +21,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_gpu_state import check_options
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 PREFIX = "gpu_tuning_"
 PLATFORMS = ("dgx_a100", "dgx_h100", "dgx_h200", "dgx_spark", "generic")

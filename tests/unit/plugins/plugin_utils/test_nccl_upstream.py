@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_nccl import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_nccl import validate
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 with open(os.path.join(ROOT, "roles", "nccl", "vars", "main.yml")) as fh:

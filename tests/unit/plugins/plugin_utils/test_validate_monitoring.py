@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_monitoring import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_monitoring import validate
 
 BASE = {
     "monitoring_listen_address": "127.0.0.1",

@@ -33,8 +33,8 @@ import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
-from ansible_collections.dgxops.fleet.plugins.module_utils import mig_profiles
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import mig_profiles
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 # spark-rapids docs (tuning guide, "Number of Concurrent Tasks per GPU"): 2-4 is the useful
 # range; beyond the executor cores it never helps.  More than this is refused as a typo.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_declared import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_declared import validate
 
 
 def facts(family="a100", mib=40960, count=8, mig="Disabled", profiles=None, placements=None):

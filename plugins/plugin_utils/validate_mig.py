@@ -21,8 +21,8 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
-from ansible_collections.dgxops.fleet.plugins.module_utils import validate_mig_devices
-from ansible_collections.dgxops.fleet.plugins.module_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_mig_devices
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 GPU_MODELS = ("a100-40gb", "a100-80gb", "h100", "h200")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")

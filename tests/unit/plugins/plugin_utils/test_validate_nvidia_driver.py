@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.dgxops.fleet.plugins.module_utils.validate_nvidia_driver import validate
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_nvidia_driver import validate
 
 FPR = "EB693B3035CD5710E231E123A4B469963BF863CC"
 

@@ -1,0 +1,157 @@
+# -*- coding: utf-8 -*-
+# Copyright: dgxops maintainers
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the validate action hands a role's validator, collected from the role itself.
+
+Each role variable is written once (defaults/main.yml, described in meta/argument_specs.yml):
+the action reads the *names* from the role's argument specs and the *values* from the task
+vars, so no tasks/validate.yml repeats a list of variables. What a validator needs beyond the
+role's own variables is declared here once per role:
+
+- ``PRIVATE``: the role's private tables (``__<role>_*`` in the role's vars) the validator reads;
+- ``DERIVED``: inputs computed from other variables or from the host's context (facts,
+  inventory), replacing the Jinja expressions the config lists used to carry.
+
+``get(name, default)`` returns the templated value of a variable (``default`` when undefined).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+_ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
+_SPEC_CACHE = {}
+
+# the role each collected area belongs to (an area named after its role)
+ROLES = ("fleet_identity", "gpu_tuning", "mig", "monitoring", "nccl", "nvidia_driver",
+         "spark_rapids", "storage_tuning", "tenant_isolation")
+
+
+def argument_spec_names(role, roles_dir=None):
+    """The option names of the role's ``main`` entry point (meta/argument_specs.yml), in order."""
+    import yaml  # controller only: PyYAML comes with ansible-core
+
+    path = os.path.join(roles_dir or _ROLES, role, "meta", "argument_specs.yml")
+    if path not in _SPEC_CACHE:
+        with open(path) as handle:
+            specs = yaml.safe_load(handle)["argument_specs"]
+        _SPEC_CACHE[path] = list(specs["main"]["options"])
+    return list(_SPEC_CACHE[path])
+
+
+def _host(get):
+    return get("inventory_hostname", "")
+
+
+def _gpu_tuning(get):
+    # the platform resolved by the role's preflight (tasks/validate.yml) and its data file
+    return {
+        "gpu_tuning_platform": get("__gpu_tuning_platform", get("gpu_tuning_platform", "auto")),
+        "gpu_tuning_platform_data": get("__gpu_tuning_platform_data", {}),
+    }
+
+
+def _mig(get):
+    return {
+        "mig_builtin_layouts": get("__mig_builtin_layouts", {}),
+        "mig_gpu_model": get("__mig_gpu_model", ""),
+    }
+
+
+def _monitoring(get):
+    driver = get("monitoring_declared_driver_version", None)
+    if driver is None:
+        driver = get("nvidia_driver_version", None) or ""
+        if not driver:
+            branch = get("nvidia_driver_branch", None)
+            driver = str(branch) if branch else ""
+    power = get("monitoring_declared_power_limit_watts", None)
+    if power is None:
+        power = get("gpu_tuning_power_limit_watts", None)
+    server = get("monitoring_prometheus_server", "")
+    groups = get("groups", {}) or {}
+    return {
+        "monitoring_declared_driver_version": driver,
+        "monitoring_declared_power_limit_watts": power,
+        "monitoring_prometheus_server_is_self": server in ("", _host(get)),
+        "monitoring_prometheus_server_known": server in [""] + list(groups.get("all", [])),
+        "inventory_address": get("ansible_host", None) or _host(get),
+    }
+
+
+def _nccl(get):
+    # the Open MPI settings count only where the role writes them
+    enabled = bool(get("nccl_mpi_enabled", False))
+    return {
+        "nccl_mpi_mca_params": get("nccl_mpi_mca_params", {}) if enabled else {},
+        "nccl_mpi_mca_params_absent": get("nccl_mpi_mca_params_absent", []) if enabled else [],
+        "nccl_mpi_environment": get("nccl_mpi_environment", {}) if enabled else {},
+    }
+
+
+def _nvidia_driver(get):
+    family = get("nvidia_driver_model_family", None)
+    if family is None:
+        family = (get("ansible_facts", {}) or {}).get("nvidia_smi", {}).get("model_family")
+    return {"model_family": family}
+
+
+def _spark_rapids(get):
+    group = get("spark_rapids_cluster_group", "")
+    groups = get("groups", {}) or {}
+    facts = get("ansible_facts", {}) or {}
+    return {
+        "__cluster_group_size": len(groups[group]) if group and group in groups else None,
+        "__play_hosts_count": len(get("ansible_play_hosts_all", []) or []),
+        "__limit": get("ansible_limit", None),
+        "__nvidia_smi_facts": facts.get("nvidia_smi", {}),
+        "__facts_vcpus": facts.get("processor_vcpus"),
+        "__facts_memtotal_mb": facts.get("memtotal_mb"),
+    }
+
+
+PRIVATE = {
+    "nccl": ("__nccl_profiles",),
+    "spark_rapids": ("__spark_rapids_key_catalog", "__spark_rapids_key_prefixes", "__spark_rapids_key_hints",
+                     "__spark_rapids_supported_spark", "__spark_rapids_shims", "__spark_rapids_min_plugin",
+                     "__spark_rapids_profiles", "__spark_rapids_base_settings", "__spark_rapids_ucx_env"),
+}
+
+DERIVED = {
+    "gpu_tuning": _gpu_tuning,
+    "mig": _mig,
+    "monitoring": _monitoring,
+    "nccl": _nccl,
+    "nvidia_driver": _nvidia_driver,
+    "spark_rapids": _spark_rapids,
+}
+
+# path variables a role run on its own leaves unchecked, as before the action collected them: the
+# site play's files area checks them (tests/fidelity/test_nccl_consumer.py writes the Open MPI
+# files of a standalone nccl run to a temporary directory)
+NOT_CHECKED_ALONE = {
+    "nccl": ("nccl_mpi_environment_path", "nccl_mpi_mca_params_file"),
+}
+
+_MISSING = object()
+
+
+def collect(role, get, roles_dir=None):
+    """The validator's config for ``role``: its argument-spec variables, private tables and
+    derived inputs. ``get(name, default)`` reads a (templated) variable."""
+    config = {}
+    for name in argument_spec_names(role, roles_dir):
+        if name in NOT_CHECKED_ALONE.get(role, ()):
+            continue
+        value = get(name, _MISSING)
+        if value is not _MISSING:
+            config[name] = value
+    for name in PRIVATE.get(role, ()):
+        value = get(name, _MISSING)
+        if value is not _MISSING:
+            config[name] = value
+    if role in DERIVED:
+        config.update(DERIVED[role](get))
+    return config
