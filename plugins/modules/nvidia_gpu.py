@@ -115,8 +115,11 @@ options:
     type: int
     default: 60
   nvidia_smi_path:
-    description: Path of nvidia-smi; found on PATH (and /usr/bin) when not given.
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
     type: path
+    aliases: [nvidia_smi]
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -274,6 +277,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
 from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
+from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_smi import NvidiaSmi
 
 def _fail_smi(module, res, msg, **extra):
@@ -348,7 +352,7 @@ def main():
             on_unsupported=dict(type="str", choices=["warn", "fail"], default="warn"),
             variable_prefix=dict(type="str", default=""),
             timeout=dict(type="int", default=60),
-            nvidia_smi_path=dict(type="path"),
+            nvidia_smi_path=dict(nvidia_smi.NVIDIA_SMI_PATH_SPEC),
         ),
         mutually_exclusive=[("power_limit_watts", "power_limit_percent")],
         supports_check_mode=True,

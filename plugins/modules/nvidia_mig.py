@@ -83,10 +83,12 @@ options:
         RV(reboot_required).
     type: bool
     default: true
-  nvidia_smi:
-    description: The nvidia-smi executable (name looked up on PATH, or a path).
-    type: str
-    default: nvidia-smi
+  nvidia_smi_path:
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
+    type: path
+    aliases: [nvidia_smi]
   timeout:
     description: Seconds after which one nvidia-smi call is abandoned (needs coreutils C(timeout)).
     type: int
@@ -190,7 +192,6 @@ mig_devices:
   type: int
 """
 
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -320,11 +321,11 @@ class Runner(object):
     def __init__(self, module):
         self.module = module
         self.params = module.params
-        binary = self.params["nvidia_smi"]
-        path = binary if os.path.sep in binary else module.get_bin_path(binary)
+        binary = self.params["nvidia_smi_path"] or "nvidia-smi"
+        path = nvidia_smi.find_nvidia_smi(module, binary)
         if not path:
-            module.fail_json(msg="nvidia_smi: %r was not found on PATH; allowed: the name or path of "
-                                 "the nvidia-smi executable" % binary)
+            module.fail_json(msg="nvidia_smi_path: %r was not found on PATH nor in %s; allowed: the name or path "
+                                 "of the nvidia-smi executable" % (binary, ", ".join(nvidia_smi.NVIDIA_SMI_DIRS)))
         self.smi = Smi(module, path, self.params["timeout"])
         self.actions = []
         self.changed = False
@@ -749,7 +750,7 @@ def main():
             )),
             force=dict(type="bool", default=False),
             allow_reset=dict(type="bool", default=True),
-            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            nvidia_smi_path=dict(nvidia_smi.NVIDIA_SMI_PATH_SPEC),
             timeout=dict(type="int", default=120),
         ),
         supports_check_mode=True,

@@ -290,3 +290,16 @@ def test_a_layout_refused_after_mig_was_enabled_to_read_the_table_restores_the_m
     assert "no instance was created and MIG mode was restored to Disabled on GPU(s) 0" in res["msg"]
     assert node.mig() == before
     assert node.layout(0) == []
+
+
+@pytest.mark.parametrize("option", ["nvidia_smi_path", "nvidia_smi"])
+def test_nvidia_smi_path_and_its_old_name(node, capsys, tmp_path, option):
+    """One option name in every module; nvidia_smi (the mig role's old name) is its alias."""
+    node.init("dgx-a100-40gb", "535.247.01")
+    wrapper = str(tmp_path / "bin" / "nvidia-smi")
+    res = run(capsys, {"layout": SEVEN_1G, option: wrapper}, check=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True
+    res = run(capsys, {"layout": SEVEN_1G, "nvidia_smi_path": "nvidia-smi-missing"})
+    assert res["failed"] is True
+    assert res["msg"].startswith("nvidia_smi_path: 'nvidia-smi-missing' was not found on PATH nor in /usr/bin")
