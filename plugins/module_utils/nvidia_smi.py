@@ -47,6 +47,7 @@ def find_nvidia_smi(module, name_or_path=None):
         return name
     return module.get_bin_path(name) or module.get_bin_path(name, opt_dirs=list(NVIDIA_SMI_DIRS))
 
+
 # rc -> (reason code, message, fix)
 EXIT_CODES = {
     2: ("invalid_argument", "nvidia-smi rejected an argument or query field (exit 2)",

@@ -276,9 +276,10 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
-from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi
+from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_smi import NvidiaSmi
+
 
 def _fail_smi(module, res, msg, **extra):
     error = res.error or {}
