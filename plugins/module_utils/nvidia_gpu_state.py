@@ -27,9 +27,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
+import os
 import re
 
-from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
+try:
+    from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
+except ImportError:  # the boot-time copy next to nvidia_smi_parse.py (gpu_tuning role)
+    import nvidia_smi_parse as P
 
 # One --query-gpu call reads everything this module compares (order matters: CSV is mapped
 # by position).  Locked clocks and the auto-boost default have no --query-gpu field.
@@ -74,6 +79,65 @@ APP_CLOCKS_DEPRECATED_BRANCH = 590
 
 POWER_TOLERANCE_W = 0.01
 MAX_SANE_MHZ = 10000
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+# ---------------------------------------------------------------------------
+# Declared setting -> nvidia-smi argv, and -> the read-back cell: declared once, used by the
+# module's plan and apply and by the boot-time reapply (gpu_tuning's boot script runs a copy
+# of this file).  Flags: nvidia-smi -h (reference note sections 1 and 2).
+# ---------------------------------------------------------------------------
+
+def _fmt_w(watts):
+    return ("%d" % watts) if float(watts).is_integer() else ("%.2f" % watts)
+
+
+def _as_bool(flag):
+    return lambda value: [flag, "1" if value else "0"]
+
+
+def _app_clocks_args(value):
+    if value == "default":
+        return ["-rac"]
+    return ["-ac", "%d,%d" % (value["memory_mhz"], value["graphics_mhz"])]
+
+
+def _locked_clocks_args(value):
+    if value is None or value == "reset":
+        return ["-rgc"]
+    return ["-lgc", "%d,%d" % (value["min_mhz"], value["max_mhz"])]
+
+
+SETTING_ARGV = {
+    "persistence_mode": _as_bool("-pm"),
+    "ecc_mode": _as_bool("-e"),
+    "compute_mode": lambda value: ["-c", COMPUTE_MODES[value]],
+    "power_limit_w": lambda value: ["-pl", _fmt_w(value)],
+    "application_clocks": _app_clocks_args,
+    "locked_clocks": _locked_clocks_args,
+    "auto_boost_default": lambda value: ["--auto-boost-default=%s" % ("ENABLED" if value else "DISABLED")],
+}
+
+# Settings lost at reboot or driver reload, in the order the boot-time reapply sets them.
+VOLATILE_SETTINGS = ("persistence_mode", "compute_mode", "power_limit_w", "application_clocks",
+                     "locked_clocks", "auto_boost_default")
+
+_COMPUTE_TEXT = {"DEFAULT": "Default", "PROHIBITED": "Prohibited", "EXCLUSIVE_PROCESS": "Exclusive_Process"}
+
+# (setting, --query-gpu field, the value as ``--format=csv,noheader,nounits`` prints it, the
+# value in a parsed settings dict).  Locked clocks and the auto-boost default have no field.
+READBACK_COLUMNS = (
+    ("persistence_mode", "persistence_mode", lambda value: "Enabled" if value else "Disabled"),
+    ("compute_mode", "compute_mode", lambda value: _COMPUTE_TEXT.get(value, value)),
+    ("power_limit_w", "power.limit", lambda value: "%.2f" % value),
+    ("application_clocks", "clocks.applications.memory", lambda value: "%d" % value["memory_mhz"]),
+    ("application_clocks", "clocks.applications.graphics", lambda value: "%d" % value["graphics_mhz"]),
+)
+
+
+def setting_argv(setting, value):
+    """The nvidia-smi arguments (without ``-i``) that set ``setting`` to ``value``."""
+    return list(SETTING_ARGV[setting](value))
 
 
 # ---------------------------------------------------------------------------
@@ -375,10 +439,6 @@ def resolve_power(spec, gpu):
     return float(int(base * spec["percent"] / 100.0 + 0.5)), None
 
 
-def _fmt_w(watts):
-    return ("%d" % watts) if float(watts).is_integer() else ("%.2f" % watts)
-
-
 def _unsupported_reason(setting, gpu, branch):
     """Why a setting cannot be managed on this GPU/driver, or None."""
     una = gpu["unavailable"]
@@ -454,19 +514,19 @@ def plan(gpus, desired, branch=None, supported_clocks=None, locked_record=None, 
             if setting == "persistence_mode":
                 entry["target"][setting] = want
                 if gpu["persistence_mode"] != want:
-                    entry["changes"].append(_change(setting, gpu["persistence_mode"], want, ["-pm", "1" if want else "0"]))
+                    entry["changes"].append(_change(setting, gpu["persistence_mode"], want, setting_argv(setting, want)))
             elif setting == "ecc_mode":
                 entry["target"][setting] = want
                 pending = gpu["ecc_mode"]["pending"]
                 if pending != want:
-                    entry["changes"].append(_change(setting, gpu["ecc_mode"]["current"], want, ["-e", "1" if want else "0"]))
+                    entry["changes"].append(_change(setting, gpu["ecc_mode"]["current"], want, setting_argv(setting, want)))
                 if gpu["ecc_mode"]["current"] != want:
                     entry["pending"].append("ecc_mode: %s now, %s after the GPU is reset or the node reboots"
                                             % (_onoff(gpu["ecc_mode"]["current"]), _onoff(want)))
             elif setting == "compute_mode":
                 entry["target"][setting] = want
                 if gpu["compute_mode"] != want:
-                    entry["changes"].append(_change(setting, gpu["compute_mode"], want, ["-c", COMPUTE_MODES[want]]))
+                    entry["changes"].append(_change(setting, gpu["compute_mode"], want, setting_argv(setting, want)))
             elif setting == "power_limit":
                 watts, why = resolve_power(want, gpu)
                 if watts is None:
@@ -484,13 +544,15 @@ def plan(gpus, desired, branch=None, supported_clocks=None, locked_record=None, 
                     continue
                 entry["target"]["power_limit_w"] = watts
                 if abs(gpu["power_limit_w"] - watts) > POWER_TOLERANCE_W:
-                    entry["changes"].append(_change("power_limit_w", gpu["power_limit_w"], watts, ["-pl", _fmt_w(watts)]))
+                    entry["changes"].append(_change("power_limit_w", gpu["power_limit_w"], watts,
+                                                    setting_argv("power_limit_w", watts)))
             elif setting == "application_clocks":
                 if want == "default":
                     target = gpu["default_application_clocks"]
                     entry["target"][setting] = target
                     if target is not None and gpu["application_clocks"] != target:
-                        entry["changes"].append(_change(setting, gpu["application_clocks"], target, ["-rac"]))
+                        entry["changes"].append(_change(setting, gpu["application_clocks"], target,
+                                                        setting_argv(setting, "default")))
                     continue
                 table = supported_clocks.get(gpu["uuid"])
                 if table is not None:
@@ -509,7 +571,7 @@ def plan(gpus, desired, branch=None, supported_clocks=None, locked_record=None, 
                 entry["target"][setting] = dict(want)
                 if gpu["application_clocks"] != want:
                     entry["changes"].append(_change(setting, gpu["application_clocks"], dict(want),
-                                                    ["-ac", "%d,%d" % (want["memory_mhz"], want["graphics_mhz"])]))
+                                                    setting_argv(setting, want)))
             elif setting == "locked_clocks":
                 before = locked_record.get(gpu["uuid"])
                 if want == "reset":
@@ -517,7 +579,7 @@ def plan(gpus, desired, branch=None, supported_clocks=None, locked_record=None, 
                     # Unknown history (None record) counts as locked: -rgc is harmless when nothing is locked,
                     # but only a known-unlocked GPU is reported unchanged.
                     if gpu["uuid"] not in locked_record or before is not None:
-                        entry["changes"].append(_change(setting, before, None, ["-rgc"]))
+                        entry["changes"].append(_change(setting, before, None, setting_argv(setting, None)))
                     continue
                 table = supported_clocks.get(gpu["uuid"])
                 top = gpu["max_clocks"]["graphics_mhz"] if gpu["max_clocks"] else None
@@ -535,13 +597,12 @@ def plan(gpus, desired, branch=None, supported_clocks=None, locked_record=None, 
                     continue
                 entry["target"][setting] = dict(want)
                 if before != want:
-                    entry["changes"].append(_change(setting, before, dict(want),
-                                                    ["-lgc", "%d,%d" % (want["min_mhz"], want["max_mhz"])]))
+                    entry["changes"].append(_change(setting, before, dict(want), setting_argv(setting, want)))
             elif setting == "auto_boost_default":
                 entry["target"][setting] = want
                 if auto_boost.get(gpu["uuid"]) != want:
                     entry["changes"].append(_change(setting, auto_boost.get(gpu["uuid"]), want,
-                                                    ["--auto-boost-default=%s" % ("ENABLED" if want else "DISABLED")]))
+                                                    setting_argv(setting, want)))
         out.append(entry)
     return {"gpus": out, "errors": merge_errors(keyed), "unsupported": unsupported}
 
@@ -734,3 +795,125 @@ def _diff_value(value):
     if isinstance(value, float):
         return "%.2f" % value
     return str(value)
+
+
+# ---------------------------------------------------------------------------
+# Locked-clocks record (no nvidia-smi field reports locked clocks)
+# ---------------------------------------------------------------------------
+
+def boot_id(path=BOOT_ID_PATH):
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except (IOError, OSError):
+        return None
+
+
+def load_locked_record(path, boot_id_path=BOOT_ID_PATH):
+    """{uuid: pair|None} for this boot; {} when there is no record for this boot."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("boot_id") != boot_id(boot_id_path):
+        return {}
+    gpus = data.get("gpus")
+    return dict(gpus) if isinstance(gpus, dict) else {}
+
+
+def save_locked_record(path, record, boot_id_path=BOOT_ID_PATH):
+    directory = os.path.dirname(path)
+    if directory and not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    tmp = "%s.tmp" % path
+    with open(tmp, "w") as handle:
+        json.dump({"boot_id": boot_id(boot_id_path), "gpus": record}, handle, indent=1, sort_keys=True)
+    os.chmod(tmp, 0o644)
+    os.rename(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# Boot-time reapply: planned by the module (RV reapply), run by gpu_tuning's boot script
+# ---------------------------------------------------------------------------
+
+def readback_row(uuid, values, columns):
+    """One ``csv,noheader,nounits`` row (uuid first) for ``values`` ({setting: value}), or None
+    when a column's setting has no value."""
+    cells = [uuid]
+    for setting, _field, fmt in columns:
+        value = values.get(setting)
+        if value is None:
+            return None
+        cells.append(fmt(value))
+    return ", ".join(cells)
+
+
+def reapply_plan(planned):
+    """Commands and read-back that restore the declared volatile settings after a reboot."""
+    groups = {}
+    for entry in planned["gpus"]:
+        target = entry["target"]
+        for setting in VOLATILE_SETTINGS:
+            if setting not in target:
+                continue
+            if setting == "application_clocks" and target[setting] is None:
+                continue
+            args = setting_argv(setting, target[setting])
+            groups.setdefault((setting, tuple(args)), []).append(entry["uuid"])
+    commands = []
+    for key in sorted(groups, key=lambda k: (VOLATILE_SETTINGS.index(k[0]), k[1])):
+        commands.append(["-i", ",".join(groups[key])] + list(key[1]))
+    used = [col for col in READBACK_COLUMNS
+            if any(col[0] in e["target"] and e["target"][col[0]] is not None for e in planned["gpus"])]
+    rows, verify_uuids = [], []
+    for entry in planned["gpus"]:
+        row = readback_row(entry["uuid"], entry["target"], used)
+        if row is not None:
+            rows.append(row)
+            verify_uuids.append(entry["uuid"])
+    locked = {}
+    for entry in planned["gpus"]:
+        if "locked_clocks" in entry["target"]:
+            locked[entry["uuid"]] = entry["target"]["locked_clocks"]
+    return {"commands": commands, "query_fields": ["uuid"] + [col[1] for col in used] if rows else [],
+            "expected_rows": sorted(rows), "uuids": [e["uuid"] for e in planned["gpus"]],
+            "verify_uuids": verify_uuids, "locked_clocks": locked}
+
+
+def run_reapply(reapply, run, record_path, boot_id_path=BOOT_ID_PATH, log=None):
+    """Run a :func:`reapply_plan` on the node (the gpu_tuning boot script).
+
+    ``run(args)`` runs nvidia-smi with ``args`` and returns ``(rc, stdout, stderr)``.  Returns a
+    list of problems (empty: the GPUs are in the declared state).  Setters are checked by their
+    output as well as their exit code (:func:`setter_problems`); the read-back is parsed with
+    ``nvidia_smi_parse`` and printed through :data:`READBACK_COLUMNS`, as the plan printed it.
+    """
+    log = log or (lambda _line: None)
+    for args in reapply["commands"]:
+        rc, out, err = run(args)
+        for line in (out or "").splitlines():
+            log(line)
+        problem = setter_problems(rc, out, err)
+        if problem is not None:
+            return ["nvidia-smi %s: %s" % (" ".join(args), problem["text"])]
+    if reapply.get("locked_clocks"):
+        save_locked_record(record_path, reapply["locked_clocks"], boot_id_path)
+    if not reapply.get("expected_rows"):
+        return []
+    fields = list(reapply["query_fields"])
+    rc, out, err = run(["--query-gpu=" + ",".join(fields), "--format=csv", "-i", ",".join(reapply["verify_uuids"])])
+    if rc != 0:
+        return ["nvidia-smi --query-gpu failed (rc=%s): %s" % (rc, (err or out or "").strip())]
+    gpus, errors = P.gpus_from_query(out, fields, header=True)
+    if errors:
+        return ["cannot parse the read-back: %s" % "; ".join(errors)]
+    columns = [col for col in READBACK_COLUMNS if col[1] in fields]
+    actual = []
+    for gpu in gpus:
+        row = readback_row(gpu["uuid"], current_settings(gpu), columns)
+        actual.append(row if row is not None else "%s, (unreadable)" % gpu["uuid"])
+    if sorted(actual) != reapply["expected_rows"]:
+        return ["the GPUs are not in the declared state; declared (%s):\n%s\nread back:\n%s"
+                % (",".join(fields), "\n".join(reapply["expected_rows"]), "\n".join(sorted(actual)))]
+    return []

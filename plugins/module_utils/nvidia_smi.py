@@ -29,6 +29,25 @@ from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_par
 
 C_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 
+# Where nvidia-smi is looked for after PATH, in every module (option nvidia_smi_path): driver
+# packages install /usr/bin/nvidia-smi, .run installers and containers /usr/local/bin or
+# /usr/local/nvidia/bin.
+NVIDIA_SMI_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin", "/usr/sbin", "/bin")
+# The shared option: ``nvidia_smi_path=dict(NVIDIA_SMI_PATH_SPEC)``; ``nvidia_smi`` is its old name
+# in nvidia_mig and nvidia_mig_devices.
+NVIDIA_SMI_PATH_SPEC = {"type": "path", "aliases": ["nvidia_smi"]}
+
+
+def find_nvidia_smi(module, name_or_path=None):
+    """The nvidia-smi to run: a path (with a ``/``) as given; a name (default ``nvidia-smi``)
+    looked up on PATH first (``module.get_bin_path``, which adds the sbin directories), then in
+    :data:`NVIDIA_SMI_DIRS`.  None when not found."""
+    name = name_or_path or "nvidia-smi"
+    if os.path.sep in name:
+        return name
+    return module.get_bin_path(name) or module.get_bin_path(name, opt_dirs=list(NVIDIA_SMI_DIRS))
+
+
 # rc -> (reason code, message, fix)
 EXIT_CODES = {
     2: ("invalid_argument", "nvidia-smi rejected an argument or query field (exit 2)",
@@ -129,10 +148,7 @@ class NvidiaSmi:
     def __init__(self, module, binary=None, timeout=30):
         self.module = module
         self.timeout = timeout
-        if binary:
-            self.binary = binary if os.path.sep in binary else module.get_bin_path(binary)
-        else:
-            self.binary = module.get_bin_path("nvidia-smi", opt_dirs=["/usr/bin", "/usr/local/nvidia/bin"])
+        self.binary = find_nvidia_smi(module, binary)
         self.timeout_bin = module.get_bin_path("timeout") if timeout else None
         self.history = []
 

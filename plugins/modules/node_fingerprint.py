@@ -32,9 +32,11 @@ options:
     default: [/usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /usr/local/lib,
               /usr/local/cuda/lib64, /opt/nccl/lib]
   nvidia_smi_path:
-    description: Path or name of nvidia-smi (for the topology signature).
-    type: str
-    default: nvidia-smi
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
+    type: path
+    aliases: [nvidia_smi]
   timeout:
     description: Seconds C(nvidia-smi topo -m) may take.
     type: int
@@ -89,6 +91,8 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_smi import NVIDIA_SMI_PATH_SPEC, find_nvidia_smi
+
 NCCL_RE = re.compile(r"^libnccl\.so\.(\d+\.\d+\.\d+)$")
 
 
@@ -136,7 +140,7 @@ def main():
             nccl_search_paths=dict(type="list", elements="path",
                                    default=["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
                                             "/usr/lib", "/usr/local/lib", "/usr/local/cuda/lib64", "/opt/nccl/lib"]),
-            nvidia_smi_path=dict(type="str", default="nvidia-smi"),
+            nvidia_smi_path=dict(NVIDIA_SMI_PATH_SPEC),
             timeout=dict(type="int", default=30),
         ),
         supports_check_mode=True,
@@ -146,9 +150,9 @@ def main():
     fp["nccl_version"], fp["nccl_path"] = find_nccl(p["nccl_search_paths"])
     for path in p["files"]:
         fp["files"][path] = sha256_file(path)
-    binary = module.get_bin_path(p["nvidia_smi_path"]) if "/" not in p["nvidia_smi_path"] else p["nvidia_smi_path"]
+    binary = find_nvidia_smi(module, p["nvidia_smi_path"])
     if not binary:
-        fp["topology_error"] = "%s not found" % p["nvidia_smi_path"]
+        fp["topology_error"] = "%s not found" % (p["nvidia_smi_path"] or "nvidia-smi")
     else:
         rc, out, err = module.run_command(["timeout", str(p["timeout"]), binary, "topo", "-m"],
                                           environ_update={"LC_ALL": "C"})

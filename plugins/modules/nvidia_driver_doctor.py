@@ -31,8 +31,11 @@ options:
     type: int
     default: 30
   nvidia_smi_path:
-    description: Path or name of nvidia-smi.
-    type: str
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
+    type: path
+    aliases: [nvidia_smi]
   proc_root:
     description: Where C(/proc) is mounted; point it at a copy (for example from an nvidia-bug-report) to analyse offline.
     type: path
@@ -509,7 +512,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             timeout=dict(type="int", default=30),
-            nvidia_smi_path=dict(type="str"),
+            nvidia_smi_path=dict(smi.NVIDIA_SMI_PATH_SPEC),
             proc_root=dict(type="path", default="/proc"),
             sys_root=dict(type="path", default="/sys"),
             dev_root=dict(type="path", default="/dev"),

@@ -115,8 +115,11 @@ options:
     type: int
     default: 60
   nvidia_smi_path:
-    description: Path of nvidia-smi; found on PATH (and /usr/bin) when not given.
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
     type: path
+    aliases: [nvidia_smi]
 attributes:
   check_mode:
     description: Can run in check_mode and return changed status prediction without modifying target.
@@ -267,17 +270,15 @@ commands:
   elements: dict
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi_parse as P
+from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_smi
 from ansible_collections.dgxops.fleet.plugins.module_utils import oserror
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_smi import NvidiaSmi
-
-BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
 def _fail_smi(module, res, msg, **extra):
@@ -334,108 +335,6 @@ def read_clock_details(module, smi, gpus):
     return supported, boost
 
 
-def boot_id():
-    try:
-        with open(BOOT_ID_PATH) as handle:
-            return handle.read().strip()
-    except (IOError, OSError):
-        return None
-
-
-def load_locked_record(path):
-    """{uuid: pair|None} for this boot; {} when there is no record for this boot."""
-    try:
-        with open(path) as handle:
-            data = json.load(handle)
-    except (IOError, OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("boot_id") != boot_id():
-        return {}
-    gpus = data.get("gpus")
-    return dict(gpus) if isinstance(gpus, dict) else {}
-
-
-def save_locked_record(path, record):
-    directory = os.path.dirname(path)
-    if directory and not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    tmp = "%s.tmp" % path
-    with open(tmp, "w") as handle:
-        json.dump({"boot_id": boot_id(), "gpus": record}, handle, indent=1, sort_keys=True)
-    os.chmod(tmp, 0o644)
-    os.rename(tmp, path)
-
-
-def reapply_plan(planned):
-    """Commands and read-back that restore the declared volatile settings after a reboot."""
-    groups = {}
-    fields = ["uuid"]
-    for entry in planned["gpus"]:
-        target = entry["target"]
-        for setting in ("persistence_mode", "compute_mode", "power_limit_w", "application_clocks",
-                        "locked_clocks", "auto_boost_default"):
-            if setting not in target:
-                continue
-            value = target[setting]
-            if setting == "persistence_mode":
-                args = ["-pm", "1" if value else "0"]
-            elif setting == "compute_mode":
-                args = ["-c", S.COMPUTE_MODES[value]]
-            elif setting == "power_limit_w":
-                args = ["-pl", S._fmt_w(value)]
-            elif setting == "application_clocks":
-                if value is None:
-                    continue
-                args = ["-ac", "%d,%d" % (value["memory_mhz"], value["graphics_mhz"])]
-            elif setting == "locked_clocks":
-                args = ["-rgc"] if value is None else ["-lgc", "%d,%d" % (value["min_mhz"], value["max_mhz"])]
-            else:
-                args = ["--auto-boost-default=%s" % ("ENABLED" if value else "DISABLED")]
-            groups.setdefault((setting, tuple(args)), []).append(entry["uuid"])
-    order = ["persistence_mode", "compute_mode", "power_limit_w", "application_clocks", "locked_clocks",
-             "auto_boost_default"]
-    commands = []
-    for key in sorted(groups, key=lambda k: (order.index(k[0]), k[1])):
-        commands.append(["-i", ",".join(groups[key])] + list(key[1]))
-    # Read-back: the fields nvidia-smi can report, printed as csv,noheader,nounits prints them.
-    columns = [("persistence_mode", "persistence_mode"), ("compute_mode", "compute_mode"),
-               ("power_limit_w", "power.limit"), ("application_clocks", "clocks.applications.memory"),
-               ("application_clocks", "clocks.applications.graphics")]
-    used = [(s, f) for s, f in columns if any(s in e["target"] and e["target"][s] is not None
-                                              for e in planned["gpus"])]
-    rows, verify_uuids = [], []
-    for entry in planned["gpus"]:
-        cells = [entry["uuid"]]
-        complete = True
-        for setting, field in used:
-            value = entry["target"].get(setting)
-            if value is None:
-                complete = False
-                break
-            if setting == "persistence_mode":
-                cells.append("Enabled" if value else "Disabled")
-            elif setting == "compute_mode":
-                cells.append({"DEFAULT": "Default", "PROHIBITED": "Prohibited",
-                              "EXCLUSIVE_PROCESS": "Exclusive_Process"}[value])
-            elif setting == "power_limit_w":
-                cells.append("%.2f" % value)
-            elif field.endswith("memory"):
-                cells.append("%d" % value["memory_mhz"])
-            else:
-                cells.append("%d" % value["graphics_mhz"])
-        if complete:
-            rows.append(", ".join(cells))
-            verify_uuids.append(entry["uuid"])
-    locked = {}
-    for entry in planned["gpus"]:
-        if "locked_clocks" in entry["target"]:
-            locked[entry["uuid"]] = entry["target"]["locked_clocks"]
-    return {"commands": commands, "query_fields": fields + [f for _s, f in used] if rows else [],
-            "expected_rows": sorted(rows), "uuids": [e["uuid"] for e in planned["gpus"]],
-            "verify_uuids": verify_uuids,
-            "locked_clocks": locked}
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -454,7 +353,7 @@ def main():
             on_unsupported=dict(type="str", choices=["warn", "fail"], default="warn"),
             variable_prefix=dict(type="str", default=""),
             timeout=dict(type="int", default=60),
-            nvidia_smi_path=dict(type="path"),
+            nvidia_smi_path=dict(nvidia_smi.NVIDIA_SMI_PATH_SPEC),
         ),
         mutually_exclusive=[("power_limit_watts", "power_limit_percent")],
         supports_check_mode=True,
@@ -489,7 +388,7 @@ def main():
     if needs_details:
         supported, boost = read_clock_details(module, smi, selected)
     record_path = params["locked_clocks_record"]
-    locked_record = load_locked_record(record_path) if "locked_clocks" in desired else {}
+    locked_record = S.load_locked_record(record_path) if "locked_clocks" in desired else {}
 
     planned = S.plan(selected, desired, branch=branch, supported_clocks=supported,
                      locked_record=locked_record, auto_boost=boost, prefix=prefix)
@@ -524,7 +423,7 @@ def main():
                         entry = next(e for e in planned["gpus"] if e["uuid"] == uuid)
                         new_record[uuid] = entry["target"]["locked_clocks"]
                     try:
-                        save_locked_record(record_path, new_record)
+                        S.save_locked_record(record_path, new_record)
                     except (IOError, OSError) as exc:
                         fail = oserror.fail_args(exc, record_path)
                         fail["msg"] += " (the locked clocks are set; only their record for the boot unit is missing)"
@@ -551,7 +450,7 @@ def main():
         by_uuid = dict((g["uuid"], g) for g in after)
         if needs_details:
             supported, boost = read_clock_details(module, smi, selected)
-        locked_now = load_locked_record(record_path) if "locked_clocks" in desired else {}
+        locked_now = S.load_locked_record(record_path) if "locked_clocks" in desired else {}
         problems = S.verify(planned, by_uuid, locked_record=locked_now, auto_boost=boost)
         if problems:
             module.fail_json(msg="GPU state does not match after applying:\n- " + "\n- ".join(problems),
@@ -581,7 +480,7 @@ def main():
         changed=n_changes > 0, changes=n_changes, changed_gpus=len([r for r in results if r["changes"]]),
         gpus=results, unsupported=unsupported,
         pending=pending, reboot_required=bool(pending), driver_version=driver,
-        reapply=reapply_plan(planned), commands=commands(), check_mode=module.check_mode,
+        reapply=S.reapply_plan(planned), commands=commands(), check_mode=module.check_mode,
     )
     if module._diff:
         changed_entries = [r for r in results if r["changes"]]

@@ -73,10 +73,12 @@ options:
     description: Make the other instances of the selected MIG GPUs (and stale nodes) root-only.
     type: bool
     default: true
-  nvidia_smi:
-    description: The nvidia-smi executable.
-    type: str
-    default: nvidia-smi
+  nvidia_smi_path:
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
+    type: path
+    aliases: [nvidia_smi]
   proc_devices:
     description: The kernel's device list (character majors).
     type: path
@@ -166,7 +168,7 @@ def main():
                 mode=dict(type="raw", default="0440"),
             )),
             restrict_unassigned=dict(type="bool", default=True),
-            nvidia_smi=dict(type="str", default="nvidia-smi"),
+            nvidia_smi_path=dict(nvidia_smi.NVIDIA_SMI_PATH_SPEC),
             proc_devices=dict(type="path", default="/proc/devices"),
             mig_minors=dict(type="path", default="/proc/driver/nvidia-caps/mig-minors"),
             capabilities_dir=dict(type="path", default="/proc/driver/nvidia/capabilities"),
@@ -182,7 +184,7 @@ def main():
         entries, warnings = md.normalize_access(access, "access")
     except md.DeviceAccessError as exc:
         module.fail_json(msg=str(exc))
-    smi = nvidia_smi.NvidiaSmi(module, binary=params["nvidia_smi"], timeout=params["timeout"])
+    smi = nvidia_smi.NvidiaSmi(module, binary=params["nvidia_smi_path"], timeout=params["timeout"])
 
     def run(args):
         res = smi.run(args)

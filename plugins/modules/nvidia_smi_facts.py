@@ -60,8 +60,11 @@ options:
     type: int
     default: 30
   nvidia_smi_path:
-    description: Path or name of the nvidia-smi binary. Default searches C(PATH), C(/usr/bin) and C(/usr/local/nvidia/bin).
-    type: str
+    description:
+      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
+    type: path
+    aliases: [nvidia_smi]
   require_gpus:
     description:
       - Fail the task when GPU facts could not be read or C(health.ok) is false (for example the driver
@@ -258,7 +261,7 @@ def main():
             gather_subset=dict(type="list", elements="str", default=["default"]),
             backend=dict(type="str", choices=["auto", "nvml", "nvidia-smi"], default="auto"),
             timeout=dict(type="int", default=30),
-            nvidia_smi_path=dict(type="str"),
+            nvidia_smi_path=dict(smi.NVIDIA_SMI_PATH_SPEC),
             require_gpus=dict(type="bool", default=False),
             expected_gpu_count=dict(type="int"),
         ),

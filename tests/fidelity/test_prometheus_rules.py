@@ -410,7 +410,8 @@ def test_textfile_collector_on_the_simulator(tmp_path):
     declared.write_text(json.dumps({"driver_version": "550", "power_limit_watts": 400.0, "mig_layout_path": str(layout)}))
     out = tmp_path / "dgxops.prom"
     proc = subprocess.run([sys.executable, COLLECTOR, "--declared", str(declared), "--output", str(out),
-                           "--nvidia-smi", str(smi)], capture_output=True, text=True, timeout=60)
+                           "--nvidia-smi", str(smi), "--lib", os.path.join(ROOT, "plugins", "module_utils")],
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     lint = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)

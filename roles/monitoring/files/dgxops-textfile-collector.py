@@ -4,17 +4,18 @@
 collector: driver version, power limits (declared vs enforced), SM clocks, MIG layout (declared
 vs actual devices), and one ``dgxops_drift`` series per difference.
 
-Usage: dgxops-textfile-collector --declared FILE --output FILE [--nvidia-smi PATH] [--timeout S]
+Usage: dgxops-textfile-collector --declared FILE --output FILE [--nvidia-smi PATH] [--timeout S] [--lib DIR]
 
 Writes OUTPUT atomically (temporary file + rename in the same directory) so the node exporter
-never reads half a file. Standard library only (Python 3.9+). Exit 0 when nvidia-smi answered,
+never reads half a file. Standard library only (Python 3.9+): nvidia-smi's output is read by the
+collection's nvidia_smi_parse.py, which the monitoring role copies to DIR (--lib). Exit 0 when nvidia-smi answered,
 1 when it did not (the file then says dgxops_collector_up 0 and keeps the last success time).
 """
 
 import argparse
+import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,20 +23,20 @@ import time
 
 FIELDS = ["index", "uuid", "name", "driver_version", "power.limit", "power.default_limit",
           "enforced.power.limit", "power.draw", "clocks.sm", "clocks.max.sm", "mig.mode.current"]
-MIG_LINE = re.compile(r"^\s+MIG\s+\S+\s+Device\s+\d+:")
-GPU_LINE = re.compile(r"^GPU (\d+):")
+LIB_DIR = "/usr/local/lib/dgxops-monitoring"
 
 
 def esc(value):
     return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def num(text):
-    text = text.strip()
+def num(value):
+    if value is None or isinstance(value, (int, float)):
+        return value  # None: [N/A], [Not Supported]
     try:
-        return float(text)
+        return float(value.strip())
     except ValueError:
-        return None  # [N/A], [Not Supported]
+        return None
 
 
 def run(argv, timeout):
@@ -47,25 +48,22 @@ def run(argv, timeout):
     return proc.stdout
 
 
-def read_gpus(smi, timeout):
+def read_gpus(smi, timeout, parse):
+    """(GPUs keyed by query field, {gpu index: MIG devices}) through ``parse`` (nvidia_smi_parse)."""
     out = run([smi, "--query-gpu=" + ",".join(FIELDS), "--format=csv,noheader,nounits"], timeout)
+    parsed, errors = parse.gpus_from_query(out, FIELDS, header=False)
+    if errors:
+        raise RuntimeError("unexpected nvidia-smi output: %s" % "; ".join(errors))
     gpus = []
-    for line in out.splitlines():
-        if not line.strip():
-            continue
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(FIELDS):
-            raise RuntimeError("unexpected nvidia-smi row %r" % line)
-        gpus.append(dict(zip(FIELDS, cells)))
+    for gpu in parsed:
+        row = {}
+        for field in FIELDS:
+            row[field] = gpu[parse.convert_field(field, "")[0]]
+        row["index"] = str(row["index"])
+        gpus.append(row)
     mig = {}
-    current = None
-    for line in run([smi, "-L"], timeout).splitlines():
-        m = GPU_LINE.match(line)
-        if m:
-            current = m.group(1)
-            mig[current] = 0
-        elif MIG_LINE.match(line) and current is not None:
-            mig[current] += 1
+    for gpu in parse.parse_list(run([smi, "-L"], timeout)):
+        mig[str(gpu["index"])] = len(gpu["mig_devices"])
     return gpus, mig
 
 
@@ -94,7 +92,7 @@ def metrics(declared, gpus, mig, now):
             lab = ",".join('%s="%s"' % (k, esc(v)) for k, v in labels)
             lines.append("%s{%s} %s" % (name, lab, repr(float(value))) if lab else "%s %s" % (name, repr(float(value))))
 
-    driver = gpus[0]["driver_version"] if gpus else ""
+    driver = (gpus[0]["driver_version"] or "") if gpus else ""
     want_driver = declared.get("driver_version") or ""
     metric("dgxops_driver_info", "Installed NVIDIA driver and the version dgxops declared.", "gauge",
            [((("version", driver), ("declared", want_driver)), 1)])
@@ -118,7 +116,7 @@ def metrics(declared, gpus, mig, now):
             per_gpu["declared"].append((lab, float(want_power)))
             if enforced is not None and abs(enforced - float(want_power)) >= 1:
                 drift.append(("power_limit", idx, "declared %g W, enforced %g W" % (float(want_power), enforced)))
-        mode = g["mig.mode.current"]
+        mode = g["mig.mode.current"] or "[N/A]"
         if mode in ("Enabled", "Disabled"):
             per_gpu["mig"].append((lab, 1 if mode == "Enabled" else 0))
             per_gpu["migdev"].append((lab, mig.get(idx, 0)))
@@ -177,6 +175,7 @@ def main(argv=None):
     parser.add_argument("--output", required=True)
     parser.add_argument("--nvidia-smi", default="nvidia-smi")
     parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--lib", default=LIB_DIR, help="directory of the copied nvidia_smi_parse.py")
     args = parser.parse_args(argv)
     try:
         with open(args.declared) as fh:
@@ -192,7 +191,12 @@ def main(argv=None):
     now = time.time()
     error = None
     try:
-        gpus, mig = read_gpus(args.nvidia_smi, args.timeout)
+        sys.path.insert(0, args.lib)
+        try:
+            parse = importlib.import_module("nvidia_smi_parse")
+        except ImportError as exc:
+            raise RuntimeError("cannot load nvidia_smi_parse from %s: %s" % (args.lib, exc)) from None
+        gpus, mig = read_gpus(args.nvidia_smi, args.timeout, parse)
         lines = metrics(declared, gpus, mig, now)
         success = now
     except (OSError, RuntimeError, subprocess.TimeoutExpired) as exc:

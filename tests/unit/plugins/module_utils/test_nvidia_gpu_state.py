@@ -390,3 +390,102 @@ def test_validator_warns_about_acp():
     res = V.validate(role_config(gpu_tuning_application_clock_permissions="unrestricted"))
     assert res.errors == []
     assert "removed in the R5xx drivers" in res.warnings[0]
+
+
+# ---------------------------------------------------------------------------
+# One argv table: plan, apply and the boot-time reapply
+# ---------------------------------------------------------------------------
+
+def _declared_plan():
+    gpus = a100(n=2)
+    desired = {"persistence_mode": True, "power_limit": {"watts": 300.5}, "compute_mode": "PROHIBITED",
+               "locked_clocks": {"min_mhz": 1000, "max_mhz": 1200}}
+    return S.plan(gpus, desired, branch=550, supported_clocks={}, locked_record={})
+
+
+def test_plan_and_reapply_take_their_argv_from_one_table():
+    planned = _declared_plan()
+    assert planned["errors"] == []
+    seen = set()
+    for entry in planned["gpus"]:
+        for change in entry["changes"]:
+            assert change["args"] == S.setting_argv(change["setting"], change["after"])
+            seen.add(tuple(change["args"]))
+    assert seen == {("-pm", "1"), ("-pl", "300.50"), ("-c", "2"), ("-lgc", "1000,1200")}
+    reapply = S.reapply_plan(planned)
+    uuids = ",".join(e["uuid"] for e in planned["gpus"])
+    assert reapply["commands"] == [["-i", uuids] + list(args) for args in
+                                   (("-pm", "1"), ("-c", "2"), ("-pl", "300.50"), ("-lgc", "1000,1200"))]
+    assert reapply["query_fields"] == ["uuid", "persistence_mode", "compute_mode", "power.limit"]
+    assert reapply["expected_rows"][0].endswith(", Enabled, Prohibited, 300.50")
+
+
+@pytest.mark.parametrize("setting,value,argv", [
+    ("persistence_mode", False, ["-pm", "0"]),
+    ("ecc_mode", True, ["-e", "1"]),
+    ("compute_mode", "EXCLUSIVE_PROCESS", ["-c", "3"]),
+    ("power_limit_w", 300.0, ["-pl", "300"]),
+    ("application_clocks", "default", ["-rac"]),
+    ("application_clocks", {"memory_mhz": 1593, "graphics_mhz": 1410}, ["-ac", "1593,1410"]),
+    ("locked_clocks", None, ["-rgc"]),
+    ("auto_boost_default", False, ["--auto-boost-default=DISABLED"]),
+])
+def test_setting_argv(setting, value, argv):
+    assert S.setting_argv(setting, value) == argv
+
+
+def _readback_csv(rows):
+    return "uuid, persistence_mode, compute_mode, power.limit [W]\n" + "".join(r + "\n" for r in rows)
+
+
+def test_run_reapply_runs_the_commands_and_parses_the_read_back(tmp_path):
+    planned = _declared_plan()
+    reapply = S.reapply_plan(planned)
+    calls = []
+
+    def run(args):
+        calls.append(args)
+        if args[0].startswith("--query-gpu="):
+            assert args[1] == "--format=csv"
+            return 0, _readback_csv(["%s, Enabled, Prohibited, 300.50 W" % e["uuid"] for e in planned["gpus"]]), ""
+        return 0, "All done.\n", ""
+
+    boot = tmp_path / "boot_id"
+    boot.write_text("b1\n")
+    record = tmp_path / "run" / "locked.json"
+    assert S.run_reapply(reapply, run, str(record), boot_id_path=str(boot)) == []
+    assert calls[:-1] == reapply["commands"]
+    assert S.load_locked_record(str(record), boot_id_path=str(boot)) == reapply["locked_clocks"]
+    boot.write_text("b2\n")  # another boot: the record no longer counts
+    assert S.load_locked_record(str(record), boot_id_path=str(boot)) == {}
+
+
+def test_run_reapply_stops_at_a_setter_that_refused_with_rc_0(tmp_path):
+    reapply = S.reapply_plan(_declared_plan())
+    calls = []
+
+    def run(args):
+        calls.append(args)
+        if "-c" in args:
+            return 0, ("Setting compute mode is not supported for GPU 00000000:07:00.0.\n"
+                       "Treating as warning and moving on.\n"), ""
+        return 0, "", ""
+
+    problems = S.run_reapply(reapply, run, str(tmp_path / "locked.json"))
+    assert len(problems) == 1 and "not supported" in problems[0] and "-c 2" in problems[0]
+    assert len(calls) == 2  # -pm, then -c refused: nothing after it
+    assert not (tmp_path / "locked.json").exists()
+
+
+def test_run_reapply_names_what_differs():
+    planned = _declared_plan()
+    reapply = dict(S.reapply_plan(planned), commands=[], locked_clocks={})
+    rows = ["%s, Enabled, Prohibited, %s W" % (e["uuid"], "300.50" if e["index"] == 0 else "400.00")
+            for e in planned["gpus"]]
+
+    def run(args):
+        return 0, _readback_csv(rows), ""
+
+    problems = S.run_reapply(reapply, run, "/nonexistent/record")
+    assert len(problems) == 1
+    assert "not in the declared state" in problems[0] and "400.00" in problems[0]

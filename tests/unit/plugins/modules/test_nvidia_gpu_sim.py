@@ -267,6 +267,76 @@ def test_reapply_commands_restore_the_state_after_a_reboot(node, model):
     assert len(reapply["expected_rows"]) == 8
 
 
+MODULE_UTILS = os.path.join(ROOT, "plugins", "module_utils")
+NODE_PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+
+
+def render_boot_script(node, reapply, lib_dir):
+    """gpu_tuning's boot script as the role writes it, with the role's copy of the module_utils code."""
+    import jinja2
+    from ansible.plugins.filter.core import FilterModule
+
+    os.makedirs(lib_dir)
+    for name in ("nvidia_gpu_state.py", "nvidia_smi_parse.py"):  # what boot_unit_install.yml copies
+        shutil.copy(os.path.join(MODULE_UTILS, name), lib_dir)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "gpu_tuning", "templates")),
+                             trim_blocks=True, keep_trailing_newline=True)
+    env.filters.update(FilterModule().filters())
+    text = env.get_template("gpu-tuning-apply.py.j2").render(
+        ansible_managed="Managed by Ansible", __gpu_tuning={"platform_name": "test"},
+        __gpu_tuning_lib_dir=lib_dir, __gpu_tuning_nvidia_smi=os.path.join(node.bin, "nvidia-smi"),
+        __gpu_tuning_locked_clocks_record=node.record, __gpu_tuning_result={"reapply": reapply})
+    script = os.path.join(node.tmp, "gpu-tuning-apply")
+    with open(script, "w") as handle:
+        handle.write(text)
+    os.chmod(script, 0o755)
+    return script, text
+
+
+def run_boot_script(node, script):
+    # -I: no PYTHONPATH, no ansible_collections: the node's python3 and the copied code only.
+    return subprocess.run([NODE_PYTHON, "-I", script], env=node.env, capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize("model", ["dgx-a100-80gb", "dgx-h100"])
+def test_boot_script_reapplies_after_a_reboot_with_the_shipped_code(node, model):
+    """The gpu_tuning boot script runs the module's reapply plan through the copied nvidia_gpu_state."""
+    init(node, model)
+    res = node.run(persistence_mode=True, power_limit_watts=300, compute_mode="PROHIBITED",
+                   locked_clocks={"min_mhz": 1000, "max_mhz": 1200})
+    assert not res.get("failed"), res.get("msg")
+    declared = [(g["persistence_mode"], g["power_limit"], g["compute_mode"]) for g in node.state()["gpus"]]
+    script, text = render_boot_script(node, res["reapply"], os.path.join(node.tmp, "lib"))
+    assert text.startswith("#!/usr/bin/python3\n")
+    assert " -pm 1" in text  # the commands are listed for the operator
+    node.admin("reset")
+    os.remove(node.record)
+    assert {g["power_limit"] for g in node.state()["gpus"]} == {MODELS[model][2]}
+    proc = run_boot_script(node, script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "8 GPU(s) in the declared state" in proc.stdout
+    assert [(g["persistence_mode"], g["power_limit"], g["compute_mode"]) for g in node.state()["gpus"]] == declared
+    with open(node.record) as handle:
+        record = json.load(handle)
+    assert record["gpus"] == {g["uuid"]: {"min_mhz": 1000, "max_mhz": 1200} for g in res["gpus"]}
+    # the module reads the script's record: nothing left to do
+    again = node.run(persistence_mode=True, power_limit_watts=300, compute_mode="PROHIBITED",
+                     locked_clocks={"min_mhz": 1000, "max_mhz": 1200})
+    assert again["changed"] is False, again.get("gpus")
+
+
+def test_boot_script_fails_when_the_read_back_differs(node):
+    init(node, "dgx-h100")
+    res = node.run(power_limit_watts=300)
+    reapply = dict(res["reapply"], commands=[])  # nothing applied: the read-back shows the reset state
+    script, _text = render_boot_script(node, reapply, os.path.join(node.tmp, "lib"))
+    node.admin("reset")
+    proc = run_boot_script(node, script)
+    assert proc.returncode == 1
+    assert "not in the declared state" in proc.stdout
+    assert "700.00" in proc.stdout and "300.00" in proc.stdout
+
+
 @pytest.fixture
 def open_node():
     """A node under a directory that user nobody can traverse (pytest's tmp_path is 0700)."""

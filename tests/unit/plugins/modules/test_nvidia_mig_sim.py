@@ -290,3 +290,59 @@ def test_a_layout_refused_after_mig_was_enabled_to_read_the_table_restores_the_m
     assert "no instance was created and MIG mode was restored to Disabled on GPU(s) 0" in res["msg"]
     assert node.mig() == before
     assert node.layout(0) == []
+
+
+@pytest.mark.parametrize("option", ["nvidia_smi_path", "nvidia_smi"])
+def test_nvidia_smi_path_and_its_old_name(node, capsys, tmp_path, option):
+    """One option name in every module; nvidia_smi (the mig role's old name) is its alias."""
+    node.init("dgx-a100-40gb", "535.247.01")
+    wrapper = str(tmp_path / "bin" / "nvidia-smi")
+    res = run(capsys, {"layout": SEVEN_1G, option: wrapper}, check=True)
+    assert not res.get("failed"), res.get("msg")
+    assert res["changed"] is True
+    res = run(capsys, {"layout": SEVEN_1G, "nvidia_smi_path": "nvidia-smi-missing"})
+    assert res["failed"] is True
+    assert res["msg"].startswith("nvidia_smi_path: 'nvidia-smi-missing' was not found on PATH nor in /usr/bin")
+
+
+def _render(template, **variables):
+    """A mig role template as the role renders it (Ansible's filters, trim_blocks)."""
+    import jinja2
+    from ansible.plugins.filter.core import FilterModule
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "mig", "templates")),
+                             trim_blocks=True, keep_trailing_newline=True)
+    env.filters.update(FilterModule().filters())
+    return env.get_template(template).render(ansible_managed="Managed by Ansible", **variables)
+
+
+def test_boot_script_recreates_the_layout_with_the_shipped_parsers(node, capsys, tmp_path):
+    """dgxops-mig-apply (the boot unit's script) re-creates a Hopper layout after a reboot, reading
+    nvidia-smi through the copied nvidia_smi_parse.py, with the node's python3 only."""
+    import shutil
+
+    node.init("dgx-h100", "580.95.05")
+    layout = [{"gpus": "0-1", "instances": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]},
+              {"gpus": "2-7", "mig": False}]
+    res = run(capsys, {"layout": layout})
+    assert res["changed"] is True and not res.get("failed")
+    declared = [node.layout(0), node.layout(1)]
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    shutil.copy(os.path.join(ROOT, "plugins", "module_utils", "nvidia_smi_parse.py"), str(lib))
+    layout_file = tmp_path / "layout.json"
+    layout_file.write_text(_render("layout.json.j2", __mig_applied=res,
+                                   __mig_validated={"normalized": {"layout_name": "test"}}))
+    script = tmp_path / "dgxops-mig-apply"
+    script.write_text(_render("dgxops-mig-apply.py.j2", __mig_boot_lib_dir=str(lib)))
+    node.admin("reset")                                    # reboot: Hopper loses MIG mode and instances
+    assert node.mig()[0] == (False, False)
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    proc = subprocess.run([python, "-I", str(script), "--nvidia-smi", str(tmp_path / "bin" / "nvidia-smi"),
+                           str(layout_file)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "8 of 8 GPU(s) match the layout test" in proc.stdout
+    assert [node.layout(0), node.layout(1)] == declared
+    again = subprocess.run([python, "-I", str(script), "--nvidia-smi", str(tmp_path / "bin" / "nvidia-smi"),
+                            str(layout_file)], capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0 and "layout already present (4 GPU instances)" in again.stdout, again.stdout

@@ -290,9 +290,12 @@ def test_template_renders_sorted_unique_lines():
 @pytest.fixture
 def discovery(tmp_path):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")))
+    env.filters["to_json"] = json.dumps
     script = tmp_path / "discovery.py"
+    # The role copies gpu_discovery.py and nvidia_smi_parse.py to the lib dir; here they are read in place.
     script.write_text(env.get_template("gpu-discovery.py.j2").render(
         spark_rapids_discovery_python=sys.executable, spark_rapids_nvidia_smi_path=str(tmp_path / "nvidia-smi"),
+        __spark_rapids_discovery_lib_dir=os.path.join(ROOT, "plugins", "module_utils"),
         __spark_rapids_managed_header="hdr", __spark_rapids_config={"discovery": {"mig_address": "index"}}))
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\nexec %s -m dgxops.sim.fakesmi \"$@\"\n" % sys.executable)
