@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 from dgxops.runner import PlaybookRun, run_playbook
 
@@ -25,6 +26,20 @@ def test_site_converges_then_changes_nothing(sim_fleet):
     assert second.ok, second.summary()
     assert {h: s["changed"] for h, s in second.hosts.items()} == {n.name: 0 for n in nodes}
     assert second.changed_tasks == []
+    # the storage role's host-side preflight runs once per host and run: in the preconditions
+    # play, before any change; the role itself does not read the same things again
+    assert _task_runs(second, "Look up fstrim.timer") == {n.name: 1 for n in nodes}
+
+
+def _task_runs(result, task):
+    """How often each host ran (ok, changed or skipped) the task named `task` in a kept run."""
+    runs = {}
+    for path in sorted((Path(result.artifact_dir) / "job_events").glob("*.json")):
+        event = json.loads(path.read_text())
+        data = event.get("event_data", {})
+        if event.get("event") in ("runner_on_ok", "runner_on_skipped") and data.get("task") == task:
+            runs[data["host"]] = runs.get(data["host"], 0) + 1
+    return runs
 
 
 def test_check_mode_after_converge_reports_nothing_to_change(sim_fleet):
