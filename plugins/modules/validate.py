@@ -28,12 +28,13 @@ options:
     description: The variables to validate, as a dictionary of variable name to value.
     type: dict
     required: true
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Runs on the controller and only reads.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
     support: none
 author:
   - dgxops maintainers (@dgxops)
