@@ -13,32 +13,17 @@ import time
 import pytest
 
 from dgxops.runner import PlaybookRun, run_playbook
-from dgxops.sim.fleet import SimFleet, parse_layout
 
 
 FLEET = "rel22"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCKER = "/usr/bin/docker"
 
-def _docker_ok():
-    return os.path.exists(DOCKER) and subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0
-
-
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    if not _docker_ok():
-        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
-    sim = SimFleet(FLEET)
-    sim.down()
-    nodes = sim.up(parse_layout("dgx-a100-40gb=1,dgx-h100=1", fleet=FLEET))
-    inv_dir = tmp_path_factory.mktemp("inventory")
-    inventory = sim.write_inventory(inv_dir / "hosts.yml")
-    os.symlink(os.path.join(ROOT, "inventories", "simulated", "group_vars"), inv_dir / "group_vars")
-    try:
-        yield {n.model: n.name for n in nodes}, str(inventory)
-    finally:
-        sim.down()
+def fleet(fleet_factory):
+    with fleet_factory(FLEET, "dgx-a100-40gb=1,dgx-h100=1") as started:
+        yield {n.model: n.name for n in started.nodes}, started.inventory
 
 
 def node_exec(node, *argv):
