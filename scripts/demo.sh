@@ -22,8 +22,12 @@ OUT="$ROOT/.cache/demo"
 mkdir -p "$OUT"
 
 echo; echo "== simulated fleet"
-dgxops sim up --fleet dgxsim --layout "${DGXOPS_LAYOUT:-dgx-a100-80gb=2,dgx-h100=1,dgx-spark=1}" \
-  --inventory inventories/simulated/hosts.yml
+# inventories/simulated/hosts.yml is generated here (not tracked): the nodes of the layout,
+# beside the tracked group_vars/host_vars. Without DGXOPS_LAYOUT: the default layout of
+# `dgxops sim up` (src/dgxops/sim/fleet.py DEFAULT_LAYOUT).
+layout=()
+[ -z "${DGXOPS_LAYOUT:-}" ] || layout=(--layout "$DGXOPS_LAYOUT")
+dgxops sim up --fleet dgxsim "${layout[@]}" --inventory inventories/simulated/hosts.yml
 
 echo; echo "== site.yml, first run: applies the settings"
 dgxops run site.yml -i inventories/simulated/hosts.yml --save "$OUT/first.json"

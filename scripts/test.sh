@@ -37,6 +37,7 @@ for stage in "${stages[@]}"; do
       run_stage "ruff (dgxops package, tests, benchmarks)" ruff check src tests benchmarks
       run_stage "yamllint (whole tree)" yamllint --strict .
       run_stage "antsibull-changelog lint" antsibull-changelog lint
+      run_stage "role READMEs (scripts/gen_role_docs.py --check)" .venv/bin/python scripts/gen_role_docs.py --check
       ;;
     sanity)
       run_stage "sanity ansible-core 2.21 / py3.13" scripts/ansible-test-offline.sh run .venv sanity --python 3.13

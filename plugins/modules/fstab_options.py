@@ -100,17 +100,14 @@ options:
         when nothing changes.
     type: bool
     default: true
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
+  - dgxops.fleet.attributes.platform
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - The file is replaced atomically; its owner, group, mode and SELinux context are kept.
   - Verify the result with C(findmnt --verify --tab-file <path>) (util-linux), which parses it

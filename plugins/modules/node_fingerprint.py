@@ -41,13 +41,15 @@ options:
     description: Seconds C(nvidia-smi topo -m) may take.
     type: int
     default: 30
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
 attributes:
   check_mode:
-    description: Read-only; runs the same in check mode.
     support: full
+    details: Read-only; runs the same in check mode.
   diff_mode:
-    description: Nothing to diff.
     support: none
+    details: Nothing to diff.
 author:
   - dgxops maintainers (@dgxops)
 """

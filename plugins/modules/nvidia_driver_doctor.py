@@ -59,13 +59,13 @@ options:
   expected_gpu_count:
     description: GPUs this node must show; fewer is a failed C(nvidia_smi) check.
     type: int
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode), when in diff mode.
     support: none
 notes:
   - Run with become so that C(dmesg) is readable (kernel.dmesg_restrict).

@@ -120,17 +120,14 @@ options:
         C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
     type: path
     aliases: [nvidia_smi]
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
+  - dgxops.fleet.attributes.platform
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
     support: full
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - Only ever exercised against the project's simulated nvidia-smi in tests; on real hardware it
     runs the documented nvidia-smi setters.

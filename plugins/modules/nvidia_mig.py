@@ -93,17 +93,18 @@ options:
     description: Seconds after which one nvidia-smi call is abandoned (needs coreutils C(timeout)).
     type: int
     default: 120
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
+  - dgxops.fleet.attributes.platform
 attributes:
   check_mode:
     support: full
-    description: Reads the current state and reports the planned changes without running any setter.
+    details: Reads the current state and reports the planned changes without running any setter.
   diff_mode:
     support: full
-    description: Shows the MIG mode and instances of each selected GPU before and after.
+    details: Shows the MIG mode and instances of each selected GPU before and after.
   platform:
-    support: full
-    platforms: posix
-    description: Linux nodes with NVIDIA GPUs that support MIG (A100, A30, H100, H200 and later).
+    details: Linux nodes with NVIDIA GPUs that support MIG (A100, A30, H100, H200 and later).
 notes:
   - Stop the GPU clients that hold the device (nvidia-persistenced, DCGM, nvidia-fabricmanager,
     monitoring agents, workloads) before a MIG mode change; the C(dgxops.fleet.mig) role does it.

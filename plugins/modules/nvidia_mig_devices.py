@@ -103,17 +103,18 @@ options:
     description: Seconds each nvidia-smi call may take.
     type: int
     default: 120
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
+  - dgxops.fleet.attributes.platform
 attributes:
   check_mode:
     support: full
-    description: Reads the nodes and reports what would change without creating or changing any.
+    details: Reads the nodes and reports what would change without creating or changing any.
   diff_mode:
     support: full
-    description: Shows owner, group and mode of every managed node before and after.
+    details: Shows owner, group and mode of every managed node before and after.
   platform:
-    support: full
-    platforms: posix
-    description: Linux nodes with an NVIDIA driver that uses /dev based capabilities (R450 and later).
+    details: Linux nodes with an NVIDIA driver that uses /dev based capabilities (R450 and later).
 notes:
   - Root (CAP_SYS_ADMIN) always has every capability; grants only matter for other users.
   - A MIG device also needs C(/dev/nvidiactl), C(/dev/nvidia-uvm) and C(/dev/nvidiaN) (0666 by

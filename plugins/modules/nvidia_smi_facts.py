@@ -76,16 +76,16 @@ options:
       - Number of GPUs this node must show. A different count is a health issue (a GPU fell off the
         bus or was excluded) and fails the task when O(require_gpus=true).
     type: int
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
+  - dgxops.fleet.attributes.facts
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads; the result is the same in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
 notes:
   - Queries only; the module never changes GPU state.

@@ -37,12 +37,13 @@ options:
         C(dgxops_serial) and C(dgxops_max_fail_percentage).
       - The other areas (C(declared), C(tenant_gpu_affinity), C(mig_devices)) need it.
     type: dict
+extends_documentation_fragment:
+  - dgxops.fleet.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
+    details: Runs on the controller and only reads.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in diff mode).
     support: none
 author:
   - dgxops maintainers (@dgxops)

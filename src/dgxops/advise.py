@@ -359,7 +359,6 @@ RULES = (
     ),
 )
 
-RULES_BY_NAME = {r.name: r for r in RULES}
 SEVERITIES = ("info", "warning", "critical")
 
 

@@ -40,8 +40,8 @@ def _doc(path):
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "plugins", "*", "*.py"))), ids=os.path.basename)
 def test_plugins_say_version_added(path):
     doc = _doc(path)
-    if doc is None:  # action plugins and module_utils document through their module / not at all
-        assert "/module_utils/" in path or "/plugin_utils/" in path or "/action/" in path or "/filter/" in path, "%s has no DOCUMENTATION" % path
+    if doc is None:  # action plugins, doc fragments and module_utils document through their module / not at all
+        assert "/doc_fragments/" in path or "/module_utils/" in path or "/plugin_utils/" in path or "/action/" in path or "/filter/" in path, "%s has no DOCUMENTATION" % path
         return
     assert doc.get("version_added"), "%s: DOCUMENTATION has no version_added" % path
 

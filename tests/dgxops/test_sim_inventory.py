@@ -77,3 +77,40 @@ def test_inventory_beside_the_settings_does_not_copy_them(tmp_path, monkeypatch)
 def test_settings_are_reachable_from_the_package():
     # src/dgxops/sim/inventory links to inventories/simulated; the wheel ships its group_vars/host_vars
     assert os.path.samefile(fleet.SimFleet.SETTINGS_DIR, SIMULATED)
+
+
+def test_simulated_hosts_yml_is_generated_not_tracked():
+    """inventories/simulated/hosts.yml is written by `dgxops sim up --inventory` (scripts/demo.sh);
+    the tracked source is the fleet layout and the group_vars/host_vars beside it."""
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and not os.path.isfile(os.path.join(ROOT, ".git")):
+        return  # not a git checkout (an unpacked sdist): nothing is tracked
+    tracked = subprocess.run(["git", "ls-files", "inventories/simulated"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    assert "inventories/simulated/hosts.yml" not in tracked
+    assert "inventories/simulated/group_vars/all.yml" in tracked
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index", "inventories/simulated/hosts.yml"], cwd=ROOT,
+                             check=False)
+    assert ignored.returncode == 0, "inventories/simulated/hosts.yml is not in .gitignore"
+
+
+def test_default_layout_generates_the_demo_inventory(tmp_path, monkeypatch):
+    """What scripts/demo.sh writes: the default layout's nodes beside the tracked settings, every
+    host_vars file naming one of them."""
+    specs = fleet.parse_layout(fleet.DEFAULT_LAYOUT)
+    names = {spec.name for spec in specs}
+    for vars_file in os.listdir(os.path.join(SIMULATED, "host_vars")):
+        assert vars_file[:-len(".yml")] in names, "host_vars/%s names no node of the default layout" % vars_file
+    settings = tmp_path / "simulated"
+    shutil.copytree(os.path.join(SIMULATED, "group_vars"), settings / "group_vars")
+    shutil.copytree(os.path.join(SIMULATED, "host_vars"), settings / "host_vars")
+    monkeypatch.setattr(fleet.SimFleet, "SETTINGS_DIR", settings)
+    monkeypatch.setenv("DGXOPS_STATE_DIR", str(tmp_path / "state"))
+    sim = fleet.SimFleet()
+    nodes = [fleet.Node(spec.name, spec.model, spec.driver, "c%d" % i) for i, spec in enumerate(specs)]
+    monkeypatch.setattr(sim, "load", lambda: nodes)
+    out = sim.write_inventory(settings / "hosts.yml")
+    assert out.read_text().startswith("---\n# Written by `dgxops sim up` for fleet dgxsim")
+    hostvars = _hostvars(out, tmp_path)
+    assert set(hostvars) == names
+    assert hostvars["dgxsim-a100-80gb-2"]["mig_layout_name"] == "all-1g.10gb"
+    assert {hv["ansible_connection"] for hv in hostvars.values()} == {"docker"}

@@ -26,7 +26,7 @@ import sys
 import pytest
 
 from dgxops.sim.aptrepo import fm_names
-from dgxops.sim.fleet import SimFleet, parse_layout
+from dgxops.sim.fleet import SimFleet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_BIN = os.path.dirname(sys.executable)
@@ -79,31 +79,10 @@ def recap(stdout):
     return out
 
 
-def _docker_ok():
-    return subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0 if os.path.exists(DOCKER) else False
-
-
-def _fleet(name, layout, tmp_path_factory):
-    if not _docker_ok():
-        if os.environ.get("CI"):
-            pytest.fail("Docker engine not available in CI")
-        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
-    fleet = SimFleet(name)
-    fleet.down()
-    nodes = fleet.up(parse_layout(layout, fleet=name))
-    inv_dir = tmp_path_factory.mktemp(name)
-    inventory = fleet.write_inventory(inv_dir / "hosts.yml")
-    os.symlink(os.path.join(ROOT, "inventories", "simulated", "group_vars"), inv_dir / "group_vars")
-    return fleet, [n.name for n in nodes], str(inventory), inv_dir
-
-
 @pytest.fixture(scope="module")
-def roll_fleet(tmp_path_factory):
-    fleet, names, inventory, inv_dir = _fleet("pytest-roll", "dgx-a100-80gb=4", tmp_path_factory)
-    try:
-        yield names, inventory, inv_dir
-    finally:
-        fleet.down()
+def roll_fleet(fleet_factory):
+    with fleet_factory("pytest-roll", "dgx-a100-80gb=4") as started:
+        yield started.names, started.inventory, started.inv_dir
 
 
 HOOK = """---
@@ -208,12 +187,9 @@ def test_consistency_finds_the_odd_node_and_strict_exits_5(roll_fleet, tmp_path)
 
 
 @pytest.fixture(scope="module")
-def debian_fleet(tmp_path_factory):
-    fleet, names, inventory, inv_dir = _fleet("pytest-deb12", "dgx-a100-80gb=1", tmp_path_factory)
-    try:
-        yield names[0], inventory, inv_dir
-    finally:
-        fleet.down()
+def debian_fleet(fleet_factory):
+    with fleet_factory("pytest-deb12", "dgx-a100-80gb=1") as started:
+        yield started.names[0], started.inventory, started.inv_dir
 
 
 def driver_packages(name):
@@ -255,12 +231,9 @@ def test_debian12_layout_install_flavour_switch_and_branch_upgrade(debian_fleet)
 
 
 @pytest.fixture(scope="module")
-def boot_fleet(tmp_path_factory):
-    fleet, names, inventory, inv_dir = _fleet("pytest-boot", "dgx-h100=1", tmp_path_factory)
-    try:
-        yield names[0], inventory, inv_dir
-    finally:
-        fleet.down()
+def boot_fleet(fleet_factory):
+    with fleet_factory("pytest-boot", "dgx-h100=1") as started:
+        yield started.names[0], started.inventory, started.inv_dir
 
 
 def test_kernel_upgrade_reboot_comes_back_with_its_driver(boot_fleet):

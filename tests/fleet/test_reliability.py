@@ -14,32 +14,17 @@ import time
 import pytest
 
 from dgxops.runner import PlaybookRun, run_playbook
-from dgxops.sim.fleet import SimFleet, parse_layout
 
 
 FLEET = "rel22"
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOCKER = "/usr/bin/docker"
 
-def _docker_ok():
-    return os.path.exists(DOCKER) and subprocess.run([DOCKER, "info"], capture_output=True, check=False).returncode == 0
-
-
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory):
-    if not _docker_ok():
-        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
-    sim = SimFleet(FLEET)
-    sim.down()
-    nodes = sim.up(parse_layout("dgx-a100-40gb=1,dgx-h100=1", fleet=FLEET))
-    inv_dir = tmp_path_factory.mktemp("inventory")
-    inventory = sim.write_inventory(inv_dir / "hosts.yml")
-    os.symlink(os.path.join(ROOT, "inventories", "simulated", "group_vars"), inv_dir / "group_vars")
-    try:
-        yield {n.model: n.name for n in nodes}, str(inventory)
-    finally:
-        sim.down()
+def fleet(fleet_factory):
+    with fleet_factory(FLEET, "dgx-a100-40gb=1,dgx-h100=1") as started:
+        yield {n.model: n.name for n in started.nodes}, started.inventory
 
 
 def node_exec(node, *argv):
@@ -218,20 +203,14 @@ HANG_S = 300
 
 
 @pytest.fixture(scope="module")
-def frozen_fleet(tmp_path_factory):
+def frozen_fleet(fleet_factory):
     """Three nodes of their own, reached with the inventory `dgxops sim up` writes."""
-    if not _docker_ok():
-        pytest.skip("no Docker engine (run scripts/bootstrap.sh)")
-    sim = SimFleet(FROZEN_FLEET)
-    sim.down()
-    nodes = sim.up(parse_layout("dgx-spark=3", fleet=FROZEN_FLEET))
-    inventory = sim.write_inventory(tmp_path_factory.mktemp("frozen-inventory") / "hosts.yml")
-    try:
-        yield [n.name for n in nodes], str(inventory)
-    finally:
-        for node in nodes:
-            subprocess.run([DOCKER, "unpause", node.name], capture_output=True, check=False)
-        sim.down()
+    with fleet_factory(FROZEN_FLEET, "dgx-spark=3") as started:
+        try:
+            yield list(started.names), started.inventory
+        finally:
+            for name in started.names:
+                subprocess.run([DOCKER, "unpause", name], capture_output=True, check=False)
 
 
 @pytest.mark.parametrize("strategy", ["linear", "free"])

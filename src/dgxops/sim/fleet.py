@@ -19,7 +19,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dgxops.sim.image import NODE_REPO, docker, ensure_image
+from dgxops.sim.image import docker, ensure_image
 
 LABEL_FLEET = "org.dgxops.fleet"
 LABEL_RUN = "org.dgxops.fleet-run"
@@ -300,8 +300,3 @@ class SimFleet:
                 raise RuntimeError("%s: systemd not up after %.0f s (state %r)%s" % (
                     node.name, wait, proc.stdout.strip(), self._boot_failure_hint(node)))
             time.sleep(0.3)
-
-
-def fleet_images() -> list[str]:
-    proc = docker("images", "--format", "{{.Repository}}:{{.Tag}}", NODE_REPO, check=False)
-    return proc.stdout.split()

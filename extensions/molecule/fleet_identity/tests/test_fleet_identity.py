@@ -1,4 +1,5 @@
-"""Verify the plumbing scenario on the simulated node (testinfra, docker backend)."""
+"""Verify the fleet_identity scenario on the simulated node (testinfra, docker backend): the
+role's local fact, check mode, bad input, and the plumbing every scenario relies on."""
 
 import json
 import os
@@ -26,6 +27,23 @@ def test_ansible_reads_the_local_fact(host):
     assert facts["ansible_facts"]["ansible_local"]["dgxops"]["fleet"] == "molecule-fleet"
 
 
+def _converge(*args):
+    playbook = os.path.join(os.path.dirname(__file__), "..", "converge.yml")
+    return subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook, *args],
+        capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False,
+    )
+
+
+def test_check_mode_reports_a_change_and_changes_nothing(host):
+    before = host.file("/etc/ansible/facts.d/dgxops.fact").content_string
+    proc = _converge("--check", "--diff", "-e", json.dumps({"fleet_identity_fleet_name": "other-fleet"}))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "changed=1" in proc.stdout
+    assert '+    "fleet": "other-fleet",' in proc.stdout  # the diff shows the new identity
+    assert host.file("/etc/ansible/facts.d/dgxops.fact").content_string == before
+
+
 def test_systemd_is_pid1(host):
     assert host.file("/proc/1/comm").content_string.strip() == "systemd"
     state = host.run("systemctl is-system-running")
@@ -47,12 +65,7 @@ def test_node_is_a_simulated_h100(host):
 def test_bad_input_fails_before_changes(host, extra, variable):
     """Run the role with a bad value: it fails naming the variable and the node is untouched."""
     before = host.file("/etc/ansible/facts.d/dgxops.fact").content_string
-    playbook = os.path.join(os.path.dirname(__file__), "..", "converge.yml")
-    proc = subprocess.run(
-        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], playbook,
-         "-e", json.dumps(extra)],
-        capture_output=True, text=True, env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False,
-    )
+    proc = _converge("-e", json.dumps(extra))
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert variable in output
