@@ -113,4 +113,4 @@ def test_default_layout_generates_the_demo_inventory(tmp_path, monkeypatch):
     hostvars = _hostvars(out, tmp_path)
     assert set(hostvars) == names
     assert hostvars["dgxsim-a100-80gb-2"]["mig_layout_name"] == "all-1g.10gb"
-    assert {hv["ansible_connection"] for hv in hostvars.values()} == {"docker"}
+    assert {hv["ansible_connection"] for hv in hostvars.values()} == {"dgxops.fleet.docker"}

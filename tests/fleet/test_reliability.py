@@ -287,7 +287,10 @@ def test_a_spark_secret_is_hidden_from_diff_and_the_file_is_0600(fleet):
 def test_a_driver_branch_that_does_not_support_the_gpu_is_flagged(fleet):
     models, inventory = fleet
     node = models["dgx-h100"]
-    assert node_exec(node, "dgxops-sim", "init", "--model", "dgx-h100", "--driver", "470.256.02", "--force").returncode == 0
+    # R470 predates NVIDIA's debian12 repository: the node gets it from the Ubuntu layout
+    legacy = node_exec(node, "dgxops-sim", "init", "--model", "dgx-h100", "--driver", "470.256.02", "--layout", "ubuntu",
+                       "--force")
+    assert legacy.returncode == 0, legacy.stdout + legacy.stderr
     try:
         proc = subprocess.run([sys.executable, "-m", "dgxops.cli", "doctor", "-i", inventory, "-l", node, "--json"],
                               capture_output=True, text=True, cwd=ROOT, check=False)

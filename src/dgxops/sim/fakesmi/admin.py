@@ -2,6 +2,7 @@
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,18 +45,29 @@ def driver_package_specs(driver, flavour, layout):
     return ["nvidia-driver-%s%s=%s-%s" % (branch, "-open" if flavour == "open" else "", driver, DRIVER_REV)]
 
 
-def install_driver_packages(driver, flavour):
-    """Install the driver set from the image's repository (the node distribution's layout)."""
-    layout = node_layout()
+# the driver's packages in either of NVIDIA's layouts (not the container toolkit's)
+DRIVER_PACKAGE = re.compile(r"^(?!nvidia-container)((lib)?nvidia-.*|libcuda1|firmware-nvidia-gsp|cuda-drivers.*)$")
+
+
+def install_driver_packages(driver, flavour, layout=None):
+    """Install the driver set from the image's repository (default: the node distribution's layout)."""
+    layout = layout or node_layout()
     specs = driver_package_specs(driver, flavour, layout)
     with open(REPO_SOURCE, "w") as fh:
         fh.write("Types: deb\nURIs: file:%s/%s/\nSuites: /\nTrusted: yes\n" % (REPO, layout))
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", LC_ALL="C")
+    # re-initialising a node is a fresh install: the driver packages it has (either layout's
+    # names, held or not) go first, as they would on a re-imaged node
+    listed = subprocess.run(["dpkg-query", "-W", "-f", "${Package} ${db:Status-Abbrev}\\n"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, check=False).stdout
+    old = sorted(name for name, status in (line.split() for line in listed.splitlines() if len(line.split()) == 2)
+                 if status[1:2] == "i" and DRIVER_PACKAGE.match(name))
+    purge = [["apt-get", "purge", "-y", "-qq", "--allow-change-held-packages"] + old] if old else []
     try:
-        for argv in (["apt-get", "update", "-qq", "-o", "Dir::Etc::sourcelist=" + REPO_SOURCE,
+        for argv in purge + [["apt-get", "update", "-qq", "-o", "Dir::Etc::sourcelist=" + REPO_SOURCE,
                       "-o", "Dir::Etc::sourceparts=-", "-o", "APT::Get::List-Cleanup=0"],
                      ["apt-get", "install", "-y", "-qq", "--no-install-recommends"] + specs
-                     + ["linux-headers-%s" % os.uname().release]):
+                     + ["linux-headers-%s" % os.uname().release]]:
             proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False)
             if proc.returncode != 0:
                 raise StateError("%s failed (rc=%d): %s" % (" ".join(argv), proc.returncode, proc.stdout.strip()[-800:]))
@@ -99,7 +111,7 @@ def cmd_init(args):
     # packages only inside a simulated node: never apt-get on a developer's machine
     packages = bootmod.on_node() and (args.packages == "yes" or (args.packages == "auto" and os.path.isdir(REPO)))
     if packages and not no_driver:
-        install_driver_packages(args.driver, flavour)
+        install_driver_packages(args.driver, flavour, None if args.layout == "auto" else args.layout)
     with Store(write=True, create=False) as st:
         st.state = new_state(args.model, "580.95.05" if no_driver else args.driver)
         st.state["flavour"] = flavour
@@ -229,6 +241,9 @@ def build_parser():
     i.add_argument("--flavour", choices=("open", "proprietary"), help="kernel modules (default: open from R560)")
     i.add_argument("--packages", choices=("auto", "yes", "no"), default="auto",
                    help="install the driver packages from %s (auto: when the image has it)" % REPO)
+    i.add_argument("--layout", choices=("auto", "debian12", "ubuntu"), default="auto",
+                   help="which of NVIDIA's repository layouts to install from (auto: the node distribution's;"
+                        " ubuntu carries the legacy branch 470, which NVIDIA's debian12 repository never had)")
     i.add_argument("--force", action="store_true", help="replace an existing state")
     i.add_argument("--no-real-boot", dest="real_boot", action="store_false", help=argparse.SUPPRESS)
     i.set_defaults(func=cmd_init)

@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 
 import pytest
 from ansible.module_utils.common.process import get_bin_path
@@ -57,12 +58,20 @@ def _argument_spec_keys(path):
     return found
 
 
+def _runs_nvidia_smi(source):
+    return "NvidiaSmi(" in source or "find_nvidia_smi(" in source or "smi.gather(" in source
+
+
 @pytest.mark.parametrize("module", sorted(m for m in os.listdir(MODULES) if m.endswith(".py")))
 def test_every_module_that_runs_nvidia_smi_has_the_one_option(module):
     path = os.path.join(MODULES, module)
     source = open(path).read()
     spec = _argument_spec_keys(path)
-    runs_smi = "NvidiaSmi(" in source or "find_nvidia_smi(" in source or "smi.gather(" in source
+    runs_smi = _runs_nvidia_smi(source)
+    # or through the module_utils it imports (nvidia_mig: mig_state's Runner)
+    for used in re.findall(r"plugins\.module_utils\.(\w+) import", source):
+        with open(os.path.join(ROOT, "plugins", "module_utils", used + ".py")) as fh:
+            runs_smi = runs_smi or (used != "nvidia_smi" and _runs_nvidia_smi(fh.read()))
     if not runs_smi:
         assert "nvidia_smi_path" not in spec and "nvidia_smi" not in spec
         return
