@@ -31,18 +31,13 @@ options:
     elements: path
     default: [/usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu, /usr/lib64, /usr/lib, /usr/local/lib,
               /usr/local/cuda/lib64, /opt/nccl/lib]
-  nvidia_smi_path:
-    description:
-      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
-        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
-    type: path
-    aliases: [nvidia_smi]
   timeout:
     description: Seconds C(nvidia-smi topo -m) may take.
     type: int
     default: 30
 extends_documentation_fragment:
   - dgxops.fleet.attributes
+  - dgxops.fleet.nvidia_smi
 attributes:
   check_mode:
     support: full

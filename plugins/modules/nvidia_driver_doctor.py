@@ -30,12 +30,6 @@ options:
     description: Seconds each command may take (nvidia-smi, dmesg, package queries).
     type: int
     default: 30
-  nvidia_smi_path:
-    description:
-      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
-        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
-    type: path
-    aliases: [nvidia_smi]
   proc_root:
     description: Where C(/proc) is mounted; point it at a copy (for example from an nvidia-bug-report) to analyse offline.
     type: path
@@ -61,6 +55,7 @@ options:
     type: int
 extends_documentation_fragment:
   - dgxops.fleet.attributes
+  - dgxops.fleet.nvidia_smi
 attributes:
   check_mode:
     support: full

@@ -83,18 +83,13 @@ options:
         RV(reboot_required).
     type: bool
     default: true
-  nvidia_smi_path:
-    description:
-      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
-        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
-    type: path
-    aliases: [nvidia_smi]
   timeout:
     description: Seconds after which one nvidia-smi call is abandoned (needs coreutils C(timeout)).
     type: int
     default: 120
 extends_documentation_fragment:
   - dgxops.fleet.attributes
+  - dgxops.fleet.nvidia_smi
   - dgxops.fleet.attributes.platform
 attributes:
   check_mode:

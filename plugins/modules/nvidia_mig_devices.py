@@ -73,12 +73,6 @@ options:
     description: Make the other instances of the selected MIG GPUs (and stale nodes) root-only.
     type: bool
     default: true
-  nvidia_smi_path:
-    description:
-      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
-        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
-    type: path
-    aliases: [nvidia_smi]
   proc_devices:
     description: The kernel's device list (character majors).
     type: path
@@ -105,6 +99,7 @@ options:
     default: 120
 extends_documentation_fragment:
   - dgxops.fleet.attributes
+  - dgxops.fleet.nvidia_smi
   - dgxops.fleet.attributes.platform
 attributes:
   check_mode:

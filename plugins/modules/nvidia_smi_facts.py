@@ -59,12 +59,6 @@ options:
     description: Seconds each nvidia-smi call may take before it is killed (exit 124 is reported as C(timeout)).
     type: int
     default: 30
-  nvidia_smi_path:
-    description:
-      - Path or name of nvidia-smi. A name (default C(nvidia-smi)) is looked up on C(PATH) first, then in
-        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin), C(/usr/sbin) and C(/bin).
-    type: path
-    aliases: [nvidia_smi]
   require_gpus:
     description:
       - Fail the task when GPU facts could not be read or C(health.ok) is false (for example the driver
@@ -78,6 +72,7 @@ options:
     type: int
 extends_documentation_fragment:
   - dgxops.fleet.attributes
+  - dgxops.fleet.nvidia_smi
   - dgxops.fleet.attributes.facts
 attributes:
   check_mode:
