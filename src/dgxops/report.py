@@ -163,7 +163,9 @@ def _drift_section(runs) -> Section | None:
             for one in diffs:
                 if not isinstance(one, dict):
                     continue
-                where = one.get("after_header") or one.get("before_header") or ""
+                # the destination: template/copy name it in before_header and put the rendered
+                # temporary source in after_header (a path under ~/.ansible/tmp that says nothing)
+                where = one.get("before_header") or one.get("after_header") or ""
                 before, after = one.get("before"), one.get("after")
                 what = _short(before) + " -> " + _short(after) if (before is not None or after is not None) else ""
                 rows.append([d["host"], d["task"], str(where), what, label])

@@ -73,6 +73,19 @@ def test_html_is_rendered_from_data_not_reparsed_markdown():
     assert 'id="drift"' in page and "/etc/nccl.conf" in page and "A=1 -&gt; A=2" in page
 
 
+def test_drift_names_the_destination_not_the_rendered_temporary_source():
+    """ansible.builtin.template's diff: before_header is the destination, after_header the rendered
+    source in the controller's temporary directory (seen in the demo's report)."""
+    run = {"status": "successful", "rc": 0, "changed": 1, "hosts": {"n": {"ok": 1, "changed": 1}}, "failures": [],
+           "changed_tasks": [{"host": "n", "task": "Render spark-defaults.conf"}],
+           "diffs": [{"host": "n", "task": "Render spark-defaults.conf", "diff": [
+               {"before_header": "/opt/spark/conf/spark-defaults.conf", "before": "",
+                "after_header": "/root/.ansible/tmp/ansible-local-1/tmpx/spark-defaults.conf.j2", "after": "a b"}]}]}
+    md = report.markdown_report({}, [("converge", run)])
+    assert "/opt/spark/conf/spark-defaults.conf" in md
+    assert "ansible-local" not in md
+
+
 def test_extra_sections_are_rendered_in_both_formats():
     extra = report.Section("Consistency outliers", text="Settings that differ from the group's majority.",
                            columns=["host", "setting", "value", "majority"], rows=[["node-b", "power_limit_w", "500", "700"]])
