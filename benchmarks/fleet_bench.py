@@ -83,7 +83,8 @@ def task_mix(json_stdout: str) -> list[str]:
 
 
 def ansible_playbook(
-    playbook: str, inventory: Path, config: Path, extra_env: dict | None = None, limit: str | None = None
+    playbook: str, inventory: Path, config: Path, extra_env: dict | None = None, limit: str | None = None,
+    extra_vars: list[str] | None = None,
 ) -> tuple[float, dict, str]:
     """Run a playbook with the JSON stdout callback; (seconds, recap, stdout).
 
@@ -99,6 +100,8 @@ def ansible_playbook(
     env.update(extra_env or {})
     start = time.monotonic()
     argv = ["ansible-playbook", "-i", str(inventory), playbook] + (["--limit", limit] if limit else [])
+    for value in extra_vars or []:
+        argv += ["-e", value]
     proc = subprocess.run(argv, cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
@@ -153,6 +156,9 @@ def main() -> int:
                         help="also time a first converge with Ansible defaults (on a fresh fleet)")
     parser.add_argument("--strategy", default="auto", choices=["auto", "linear", "mitogen"],
                         help="the shipped strategy (auto: mitogen when installed, as the dgxops wrapper does)")
+    parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
+                        help="passed to every run of the playbook as ansible-playbook -e (e.g. "
+                        "'dgxops_enable_driver=false' to measure without an area); repeatable")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "fleet_bench.json"))
     args = parser.parse_args()
 
@@ -179,11 +185,11 @@ def main() -> int:
                 fast = dict(strategy_env(args.strategy), ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
                 plain = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}
                 row = {"nodes": n, "strategy": fast.get("ANSIBLE_STRATEGY", "linear"), "start_s": round(start_s, 1)}
-                converge, _, _ = ansible_playbook(args.playbook, inv, shipped, fast)
-                rerun, recap, _ = ansible_playbook(args.playbook, inv, shipped, fast)
+                converge, _, _ = ansible_playbook(args.playbook, inv, shipped, fast, extra_vars=args.extra_vars)
+                rerun, recap, _ = ansible_playbook(args.playbook, inv, shipped, fast, extra_vars=args.extra_vars)
                 # the kind of each task the rerun ran, from one more (untimed) run on one node
                 _, _, out = ansible_playbook(args.playbook, inv, shipped, dict(fast, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
-                                             limit=sorted(recap)[0])
+                                             limit=sorted(recap)[0], extra_vars=args.extra_vars)
                 kinds = task_mix(out)
                 row.update({"converge_s": round(converge, 1), "rerun_s": round(rerun, 1),
                             "rerun_changed": sum(r.get("changed", 0) for r in recap.values()),
@@ -197,7 +203,7 @@ def main() -> int:
                 row.update({"floor_tasks": tasks, "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
                             "mirror_floor_s": round(mirror, 1), "rerun_over_mirror_floor": round(rerun / mirror, 2)})
                 if not args.skip_plain:
-                    rerun_plain, _, _ = ansible_playbook(args.playbook, inv, shipped, plain)
+                    rerun_plain, _, _ = ansible_playbook(args.playbook, inv, shipped, plain, extra_vars=args.extra_vars)
                     floor_plain, _, _ = ansible_playbook(floor_pb, inv, shipped, plain)
                     mirror_plain, _, _ = ansible_playbook(mirror_pb, inv, shipped, plain)
                     row.update({"plain_rerun_s": round(rerun_plain, 1), "plain_floor_s": round(floor_plain, 1),
@@ -205,14 +211,14 @@ def main() -> int:
                                 "plain_mirror_floor_s": round(mirror_plain, 1),
                                 "plain_rerun_over_mirror_floor": round(rerun_plain / mirror_plain, 2)})
                 if not args.skip_defaults:
-                    defaults, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain)
+                    defaults, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain, extra_vars=args.extra_vars)
                     row.update({"defaults_rerun_s": round(defaults, 1),
                                 "defaults_over_shipped": round(defaults / rerun, 2)})
                     if args.defaults_converge:
                         fleet.down()
                         fleet.up(layout)
                         fleet.write_inventory(inv)
-                        d_converge, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain)
+                        d_converge, _, _ = ansible_playbook(args.playbook, inv, empty_cfg, plain, extra_vars=args.extra_vars)
                         row.update({"defaults_converge_s": round(d_converge, 1),
                                     "defaults_converge_over_shipped": round(d_converge / converge, 2)})
                 results.append(row)
@@ -221,7 +227,8 @@ def main() -> int:
                 fleet.down()
 
     machine = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
-    Path(args.output).write_text(json.dumps({"machine": machine, "playbook": args.playbook, "results": results}, indent=2))
+    Path(args.output).write_text(json.dumps({"machine": machine, "playbook": args.playbook, "extra_vars": args.extra_vars,
+                                             "results": results}, indent=2))
     print()
     cols = [("nodes", "nodes", "%d"), ("converge_s", "converge", "%.1f"), ("rerun_s", "rerun", "%.1f"),
             ("rerun_changed", "changed", "%d"), ("floor_s", "floor", "%.1f"), ("rerun_over_floor", "rerun/floor", "%.2f"),
