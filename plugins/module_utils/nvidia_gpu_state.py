@@ -203,55 +203,6 @@ def parse_state(text, fields=STATE_FIELDS):
     return [current_settings(g) for g in gpus], errors
 
 
-_Q_GPU = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])\s*$")
-_Q_KV = re.compile(r"^(\s*)(\S.*?)\s+:\s?(.*)$")
-
-
-def parse_clock_details(text):
-    """``nvidia-smi -q -d CLOCK,SUPPORTED_CLOCKS`` -> ``{bus_id: {"supported": {mem: set(gr)},
-    "auto_boost_default": bool | None}}``.
-
-    Adapter: ``nvidia_smi_parse.parse_query_text`` folds the repeated ``Memory``/``Graphics``
-    lines of ``Supported Clocks`` into one list and so loses which graphics clocks belong to
-    which memory clock; the pairs matter here.  (``--query-supported-clocks`` would be the CSV
-    route, but the simulator does not implement it.)
-    """
-    out = {}
-    gpu = None
-    section = None
-    mem = None
-    for line in (text or "").splitlines():
-        if not line.strip():
-            continue
-        match = _Q_GPU.match(line.strip()) if not line.startswith(" ") else None
-        if match:
-            gpu = out.setdefault(match.group(1).upper(), {"supported": {}, "auto_boost_default": None})
-            section, mem = None, None
-            continue
-        if gpu is None:
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        kv = _Q_KV.match(line)
-        if indent <= 4:
-            section = (kv.group(2) if kv else line).strip()
-            mem = None
-            continue
-        if kv is None:
-            continue
-        key, value = kv.group(2).strip(), kv.group(3).strip()
-        if section == "Clock Policy" and key == "Auto Boost Default":
-            gpu["auto_boost_default"] = P.parse_enabled(value)[0]
-        elif section == "Supported Clocks":
-            number = P.parse_number(value, int)[0]
-            if key == "Memory":
-                mem = number
-                if mem is not None:
-                    gpu["supported"].setdefault(mem, set())
-            elif key == "Graphics" and mem is not None and number is not None:
-                gpu["supported"][mem].add(number)
-    return out
-
-
 # ---------------------------------------------------------------------------
 # Options without hardware
 # ---------------------------------------------------------------------------

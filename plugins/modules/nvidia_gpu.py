@@ -312,7 +312,7 @@ def read_clock_details(module, smi, gpus):
     res = smi.run(["-q", "-d", "CLOCK,SUPPORTED_CLOCKS"])
     if not res.ok:
         _fail_smi(module, res, "cannot read the supported clocks")
-    details = S.parse_clock_details(res.stdout)
+    details = P.clock_details_from_query_text(res.stdout)
     by_bus = {}
     for bus, item in details.items():
         by_bus[S._bus_key(bus)] = item

@@ -70,35 +70,6 @@ def test_deprecated_application_clocks_are_none_with_reason():
     assert gpu["unavailable"]["application_clocks"] == "deprecated"
 
 
-def test_parse_clock_details_keeps_pairs_and_auto_boost():
-    text = """
-==============NVSMI LOG==============
-
-Attached GPUs                                          : 2
-GPU 00000000:18:00.0
-    Clock Policy
-        Auto Boost                                     : N/A
-        Auto Boost Default                             : N/A
-    Supported Clocks
-        Memory                                         : 2619 MHz
-            Graphics                                   : 1980 MHz
-            Graphics                                   : 1965 MHz
-        Memory                                         : 1593 MHz
-            Graphics                                   : 1410 MHz
-
-GPU 00000000:2A:00.0
-    Clock Policy
-        Auto Boost Default                             : On
-    Supported Clocks
-        Memory                                         : 2619 MHz
-            Graphics                                   : 1980 MHz
-"""
-    out = S.parse_clock_details(text)
-    assert out["00000000:18:00.0"]["supported"] == {2619: {1980, 1965}, 1593: {1410}}
-    assert out["00000000:18:00.0"]["auto_boost_default"] is None
-    assert out["00000000:2A:00.0"]["auto_boost_default"] is True
-
-
 # --------------------------------------------------------------------------- options
 
 @pytest.mark.parametrize("params, fragment", [

@@ -676,3 +676,52 @@ def test_parse_mig_lcip_and_lci():
     lci = P.parse_mig_lci("|    0      1       MIG 3g.20gb          2        0          0:3     |\n")
     assert lci == [{"gpu": 0, "gi_id": 1, "name": "3g.20gb", "profile_id": 2, "ci_id": 0, "start": 0, "size": 3}]
     assert P.parse_mig_lcip("") == [] and P.parse_mig_lci(None) == []
+
+
+def test_clock_details_keep_memory_graphics_pairs_and_auto_boost():
+    text = """
+==============NVSMI LOG==============
+
+Attached GPUs                                          : 2
+GPU 00000000:18:00.0
+    Clock Policy
+        Auto Boost                                     : N/A
+        Auto Boost Default                             : N/A
+    Supported Clocks
+        Memory                                         : 2619 MHz
+            Graphics                                   : 1980 MHz
+            Graphics                                   : 1965 MHz
+        Memory                                         : 1593 MHz
+            Graphics                                   : 1410 MHz
+
+GPU 00000000:2A:00.0
+    Clock Policy
+        Auto Boost Default                             : On
+    Supported Clocks
+        Memory                                         : 2619 MHz
+            Graphics                                   : 1980 MHz
+"""
+    out = P.clock_details_from_query_text(text)
+    assert out["00000000:18:00.0"]["supported"] == {2619: {1980, 1965}, 1593: {1410}}
+    assert out["00000000:18:00.0"]["auto_boost_default"] is None
+    assert out["00000000:2A:00.0"]["auto_boost_default"] is True
+
+
+def test_clock_details_on_the_real_h200_capture():
+    """``nvidia-smi -q -d CLOCK,SUPPORTED_CLOCKS`` on the lent H200 (driver 580.159.04)."""
+    text = open(os.path.join(DEVICE, "q-clock-supported.txt")).read()
+    out = P.clock_details_from_query_text(text)
+    assert list(out) == ["00000000:00:06.0"]
+    gpu = out["00000000:00:06.0"]
+    assert gpu["auto_boost_default"] is None  # "N/A" on this GPU
+    # counted independently: every Graphics line under "Supported Clocks" belongs to one memory clock
+    block = text.split("    Supported Clocks", 1)[1]
+    graphics = [line for line in block.splitlines() if line.strip().startswith("Graphics")]
+    assert sum(len(clocks) for clocks in gpu["supported"].values()) == len(graphics)
+    assert set(gpu["supported"]) == {3201, 2201}
+    assert max(gpu["supported"][3201]) == 1980  # the capture's Max Clocks / Graphics
+    assert 1980 in gpu["supported"][2201] and 345 in gpu["supported"][2201]
+    # the current and maximum clocks' Memory/Graphics lines (sections "Clocks", "Max Clocks") are
+    # not supported pairs: without the Supported Clocks section there are none
+    only_current = text.split("    Clock Policy", 1)[0]
+    assert P.clock_details_from_query_text(only_current)["00000000:00:06.0"]["supported"] == {}
