@@ -23,6 +23,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
+from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_persistenced
 from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
 
 FLAVOURS = ("auto", "open", "proprietary")
@@ -276,6 +277,14 @@ def validate(config):
                 "nvidia_driver_persistenced", "nvidia_driver_fail_on_secure_boot"):
         if var in config and not isinstance(config[var], bool):
             result.error(var, config[var], "true or false")
+
+    if config.get("nvidia_driver_persistenced", True) is True:
+        before = len(result.errors)
+        validate_nvidia_persistenced.check(config, result)
+        if len(result.errors) == before:
+            # what tasks/persistenced.yml need not check again in this run
+            norm["persistenced"] = {"path": config.get("nvidia_driver_persistenced_path"),
+                                    "user": config.get("nvidia_driver_persistenced_user")}
 
     norm["modprobe_options"] = validate_modprobe_options(
         config.get("nvidia_driver_modprobe_options"), config.get("nvidia_driver_modprobe_allow_unknown", []),

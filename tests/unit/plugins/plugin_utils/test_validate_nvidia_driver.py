@@ -193,3 +193,50 @@ def test_a_branch_that_does_not_support_the_gpu_is_refused(branch, family, minim
         assert errors == ["nvidia_driver_branch: invalid value %r; allowed: a branch >= %d for %s GPUs (R%s does not "
                           "support them: the kernel module would refuse the GPU and nvidia-smi would show none)"
                           % (branch, minimum, family, branch)]
+
+
+# --------------------------------------------------------------------------- nvidia-persistenced values
+# Formerly three assert tasks (tasks/persistenced_checks.yml) run in the validate play and again in
+# the role's persistenced.yml; now the validator's, once, and the shared entry point's one task.
+
+@pytest.mark.parametrize("variable, value", [
+    ("nvidia_driver_persistenced_path", "bin/nvidia-persistenced"),
+    ("nvidia_driver_persistenced_path", "/usr/bin/nvidia persistenced"),
+    ("nvidia_driver_persistenced_path", "/usr/bin/x;reboot"),
+    ("nvidia_driver_persistenced_path", 5),
+    ("nvidia_driver_persistenced_user", "a b"),
+    ("nvidia_driver_persistenced_user", "-root"),
+    ("nvidia_driver_persistenced_user", ["root"]),
+])
+def test_persistenced_values_refused_with_the_variable_named(variable, value):
+    result = validate(cfg(**{variable: value}))
+    assert len(result.errors) == 1
+    assert result.errors[0].startswith("%s: invalid value %r; allowed: " % (variable, value))
+
+
+@pytest.mark.parametrize("user", ["nvidia-persistenced", "", None, "svc_gpu$"])
+def test_persistenced_values_accepted(user):
+    result = validate(cfg(nvidia_driver_persistenced_user=user,
+                          nvidia_driver_persistenced_path="/opt/nvidia/bin/nvidia-persistenced"))
+    assert result.errors == []
+
+
+def test_persistenced_values_not_checked_when_the_role_does_not_manage_the_daemon():
+    result = validate(cfg(nvidia_driver_persistenced=False, nvidia_driver_persistenced_path="relative"))
+    assert result.errors == []
+
+
+def test_shared_entry_point_area_checks_only_what_it_is_given():
+    from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_persistenced as VP
+
+    assert VP.validate({}).errors == []
+    bad = VP.validate({"nvidia_driver_persistenced_path": "x", "nvidia_driver_persistenced_user": "a b"})
+    assert [e.split(":")[0] for e in bad.errors] == ["nvidia_driver_persistenced_path", "nvidia_driver_persistenced_user"]
+
+
+def test_validated_persistenced_values_are_recorded_for_the_shared_entry_point():
+    ok = validate(cfg(nvidia_driver_persistenced_path="/usr/bin/nvidia-persistenced",
+                      nvidia_driver_persistenced_user=""))
+    assert ok.normalized["persistenced"] == {"path": "/usr/bin/nvidia-persistenced", "user": ""}
+    bad = validate(cfg(nvidia_driver_persistenced_path="x"))
+    assert "persistenced" not in bad.normalized
