@@ -21,36 +21,79 @@ __metaclass__ = type
 
 import os
 
-_ROLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
+ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 _SPEC_CACHE = {}
+_DATA_CACHE = {}
 
 # the role each collected area belongs to (an area named after its role)
 ROLES = ("fleet_identity", "gpu_tuning", "mig", "monitoring", "nccl", "nvidia_driver",
          "spark_rapids", "storage_tuning", "tenant_isolation")
 
 
-def argument_spec_names(role, roles_dir=None):
-    """The option names of the role's ``main`` entry point (meta/argument_specs.yml), in order."""
+def argument_spec(role, roles_dir=None):
+    """The options of the role's ``main`` entry point (meta/argument_specs.yml), in order."""
     import yaml  # controller only: PyYAML comes with ansible-core
 
-    path = os.path.join(roles_dir or _ROLES, role, "meta", "argument_specs.yml")
+    path = os.path.join(roles_dir or ROLES_DIR, role, "meta", "argument_specs.yml")
     if path not in _SPEC_CACHE:
         with open(path) as handle:
             specs = yaml.safe_load(handle)["argument_specs"]
-        _SPEC_CACHE[path] = list(specs["main"]["options"])
-    return list(_SPEC_CACHE[path])
+        _SPEC_CACHE[path] = specs["main"]["options"]
+    return dict(_SPEC_CACHE[path])
+
+
+def argument_spec_names(role, roles_dir=None):
+    """The option names of the role's ``main`` entry point (meta/argument_specs.yml), in order."""
+    return list(argument_spec(role, roles_dir))
+
+
+def _role_data(role, name, roles_dir=None):
+    """A plain data file of the role (vars/<name>.yml: no templates), e.g. a platform table."""
+    import yaml
+
+    path = os.path.join(roles_dir or ROLES_DIR, role, "vars", name + ".yml")
+    if path not in _DATA_CACHE:
+        with open(path) as handle:
+            _DATA_CACHE[path] = yaml.safe_load(handle) or {}
+    return _DATA_CACHE[path]
+
+
+def _distribution(get):
+    """``(Distribution-Major, architecture)`` from the host's facts; None where not gathered."""
+    facts = get("ansible_facts", {}) or {}
+    dist, major = facts.get("distribution"), facts.get("distribution_major_version")
+    name = "%s-%s" % (dist, major) if dist and major else None
+    return name, facts.get("architecture"), facts.get("distribution_version")
 
 
 def _host(get):
     return get("inventory_hostname", "")
 
 
+def gpu_tuning_platform(get):
+    """The host's platform: gpu_tuning_platform, or for ``auto`` the GPU facts' model family
+    (__gpu_tuning_family_platform), else the first of the host's groups named after a platform,
+    else ``generic``."""
+    platform = get("gpu_tuning_platform", "auto")
+    if platform != "auto":
+        return platform
+    platforms = get("__gpu_tuning_platforms", []) or []
+    family = ((get("ansible_facts", {}) or {}).get("nvidia_smi") or {}).get("model_family") or "none"
+    by_family = get("__gpu_tuning_family_platform", {}) or {}
+    if family in by_family:
+        return by_family[family]
+    for group in get("group_names", []) or []:
+        if group in platforms:
+            return group
+    return "generic"
+
+
 def _gpu_tuning(get):
-    # the platform resolved by the role's preflight (tasks/validate.yml) and its data file
-    return {
-        "gpu_tuning_platform": get("__gpu_tuning_platform", get("gpu_tuning_platform", "auto")),
-        "gpu_tuning_platform_data": get("__gpu_tuning_platform_data", {}),
-    }
+    # the platform and its data file (vars/<platform>.yml)
+    platform = gpu_tuning_platform(get)
+    known = platform in (get("__gpu_tuning_platforms", []) or [])
+    data = _role_data("gpu_tuning", platform).get("__gpu_tuning_platform_data", {}) if known else {}
+    return {"gpu_tuning_platform": platform, "gpu_tuning_platform_data": data}
 
 
 def _mig(get):
@@ -78,6 +121,8 @@ def _monitoring(get):
         "monitoring_prometheus_server_is_self": server in ("", _host(get)),
         "monitoring_prometheus_server_known": server in [""] + list(groups.get("all", [])),
         "inventory_address": get("ansible_host", None) or _host(get),
+        "__distribution": _distribution(get)[0],
+        "__distribution_version": _distribution(get)[2],
     }
 
 
@@ -95,7 +140,9 @@ def _nvidia_driver(get):
     family = get("nvidia_driver_model_family", None)
     if family is None:
         family = (get("ansible_facts", {}) or {}).get("nvidia_smi", {}).get("model_family")
-    return {"model_family": family}
+    distribution, architecture, version = _distribution(get)
+    return {"model_family": family, "__distribution": distribution, "__distribution_version": version,
+            "__architecture": architecture}
 
 
 def _spark_rapids(get):
@@ -113,7 +160,10 @@ def _spark_rapids(get):
 
 
 PRIVATE = {
+    "gpu_tuning": ("__gpu_tuning_platforms",),
+    "monitoring": ("__monitoring_supported",),
     "nccl": ("__nccl_profiles",),
+    "nvidia_driver": ("__nvidia_driver_supported", "__nvidia_driver_repo_arches"),
     "spark_rapids": ("__spark_rapids_key_catalog", "__spark_rapids_key_prefixes", "__spark_rapids_key_hints",
                      "__spark_rapids_supported_spark", "__spark_rapids_shims", "__spark_rapids_min_plugin",
                      "__spark_rapids_profiles", "__spark_rapids_base_settings", "__spark_rapids_ucx_env"),

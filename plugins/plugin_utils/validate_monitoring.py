@@ -25,7 +25,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, check_distribution
 
 _DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 # The node's DCGM host engine (nv-hostengine of nvidia-dcgm.service listens on localhost:5555).
@@ -85,6 +85,7 @@ def validate(config):
     result = ValidationResult()
     norm = result.normalized
     get = config.get
+    check_distribution(result, config, get("__monitoring_supported"))
 
     # --- listen address and ports ----------------------------------------------------------
     listen = str(get("monitoring_listen_address", "127.0.0.1")).strip()

@@ -24,7 +24,7 @@ import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_persistenced
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, check_distribution
 
 FLAVOURS = ("auto", "open", "proprietary")
 LAYOUTS = ("", "ubuntu", "debian")
@@ -184,6 +184,8 @@ def check_branch_supports_gpu(result, raw_branch, branch, family):
 def validate(config):
     result = ValidationResult()
     norm = {}
+    check_distribution(result, config, config.get("__nvidia_driver_supported"),
+                       config.get("__nvidia_driver_repo_arches") or {})
 
     raw_branch = config.get("nvidia_driver_branch")
     branch = _branch(raw_branch)

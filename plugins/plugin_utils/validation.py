@@ -45,3 +45,20 @@ class ValidationResult:
             "warnings": list(self.warnings),
             "normalized": self.normalized,
         }
+
+
+def check_distribution(result, config, supported, arches=None):
+    """The host's distribution (and architecture) against a role's supported lists, from the
+    facts the action passes (``__distribution`` "Name-Major", ``__distribution_version``,
+    ``__architecture``); nothing is checked where the facts were not gathered."""
+    distribution = config.get("__distribution")
+    if not distribution:
+        return
+    if distribution not in (supported or []) or (arches is not None and config.get("__architecture") not in arches):
+        shown = "%s %s" % (distribution.split("-")[0], config.get("__distribution_version") or distribution.split("-")[-1])
+        if arches is not None:
+            shown += " on %s" % config.get("__architecture")
+        allowed = " or ".join(supported or [])
+        if arches is not None:
+            allowed += " on %s" % " or ".join(sorted(arches))
+        result.error("ansible_facts.distribution", shown, allowed)

@@ -1,5 +1,6 @@
 """The shipped inventories hold valid settings: the validate play passes on them."""
 
+import json
 import os
 import subprocess
 import sys
@@ -11,9 +12,11 @@ BIN = os.path.dirname(sys.executable)
 FACTS = '{"spark_rapids_gpus_per_node": 8, "spark_rapids_gpu_memory_mib": 81920, "mig_gpu_model": "a100-80gb"}'
 
 
-def run_validate(inventory, *extra):
+def run_validate(inventory, *extra, callback=None):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                PATH=BIN + os.pathsep + os.environ.get("PATH", ""))
+    if callback:
+        env["ANSIBLE_STDOUT_CALLBACK"] = callback
     return subprocess.run(
         [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/validate.yml",
          "-e", "ansible_connection=local", "-e", "ansible_become=false",
@@ -24,13 +27,23 @@ def run_validate(inventory, *extra):
 def test_example_fleet_settings_are_valid():
     # GPU facts come from the hardware on a real run (site.yml gathers them first); give the
     # validator an A100 80GB's values instead
-    proc = run_validate("inventories/example", "-e", FACTS)
+    proc = run_validate("inventories/example", "-e", FACTS, callback="ansible.posix.json")
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert "failed=0" in proc.stdout and "failed=1" not in proc.stdout
-    # every host of the example fleet was checked, the MIG tenants' extra areas included
+    data = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert all(stats["failures"] == 0 and stats["unreachable"] == 0 for stats in data["stats"].values())
+    # every host of the example fleet was checked, in one task per host, the MIG tenants' extra
+    # areas included
+    (task,) = [t for play in data["plays"] for t in play["tasks"]
+               if t["task"]["name"] == "Check every enabled role's settings on the controller"]
+    roles = dict((host, result["roles"]) for host, result in task["hosts"].items())
+    inventory = subprocess.run([os.path.join(BIN, "ansible-inventory"), "-i", "inventories/example", "--list"],
+                               cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert sorted(roles) == sorted(json.loads(inventory)["_meta"]["hostvars"])
     for host in ("dgx-a100-01", "dgx-a100-02", "dgx-h100-01", "dgx-h200-01", "spark-01", "spark-02"):
-        assert host in proc.stdout
-    assert "Check MIG values on the controller" in proc.stdout
+        assert host in roles
+    common = ["fleet_identity", "nvidia_driver", "gpu_tuning", "storage_tuning", "nccl", "spark_rapids", "monitoring"]
+    assert roles["dgx-a100-01"] == common
+    assert roles["dgx-a100-02"] == common[:5] + ["mig", "tenant_isolation"] + common[5:]
 
 
 def test_a_bad_value_stops_every_host_before_any_change():

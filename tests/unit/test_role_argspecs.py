@@ -37,7 +37,7 @@ def test_defaults_and_main_spec_agree(role):
 @pytest.mark.parametrize("role", ROLE_NAMES)
 def test_validate_entry_point_checks_the_main_options(role):
     specs, _defaults = _load(role)
-    assert "validate" in specs, "site.yml's validate play includes tasks_from: validate"
+    assert "validate" in specs, "the roles' validate entry point (tasks_from: validate) checks what site.yml's validate play checks"
     assert specs["validate"]["options"] == specs["main"]["options"]
     assert (ROLES / role / "tasks" / "validate.yml").is_file()
 

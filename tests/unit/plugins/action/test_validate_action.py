@@ -140,3 +140,84 @@ def test_an_area_without_a_role_needs_config(tmp_path):
     proc = run_play(tmp_path, [{"name": "Check", "dgxops.fleet.validate": {"area": "declared"}}])
     assert proc.returncode == 2, proc.stdout
     assert "validate: area 'declared' needs 'config'" in proc.stdout
+
+
+# --------------------------------------------------------------------------- area roles: site.yml's one task per host
+
+def roles_task(roles, register=False):
+    task = {"name": "Check every role", "dgxops.fleet.validate": {"area": "roles", "roles": roles}}
+    if register:
+        task["register"] = "checked"
+    return [task]
+
+
+def test_roles_reads_each_role_s_defaults_where_the_host_sets_nothing(tmp_path):
+    # no role is loaded in the play: the action reads defaults/main.yml and vars/main.yml itself
+    show = {"msg": "rule={{ checked.normalized.storage_tuning.udev_rule_path }} "
+                   "trim={{ checked.normalized.storage_tuning.trim_strategy }} "
+                   "name={{ checked.normalized.fleet_identity.fleet_identity_fleet_name }}"}
+    proc = run_play(tmp_path, roles_task(["fleet_identity", "storage_tuning"], register=True)
+                    + [{"name": "Show", "ansible.builtin.debug": show}],
+                    {"storage_tuning_trim_strategy": "discard"})
+    assert proc.returncode == 0, proc.stdout
+    assert "rule=/etc/udev/rules.d/90-dgxops-storage-tuning.rules trim=discard name=default" in proc.stdout
+
+
+def test_roles_templates_a_default_that_refers_to_the_host_s_variables(tmp_path):
+    # spark_rapids_conf_dir defaults to "{{ spark_rapids_spark_home }}/conf": rendered with the
+    # host's Spark home, it is checked as a root-written directory (a relative path is not one)
+    proc = run_play(tmp_path, roles_task(["spark_rapids"]),
+                    {"spark_rapids_spark_home": "spark", "spark_rapids_gpus_per_node": 8,
+                     "spark_rapids_gpu_memory_mib": 81920, "spark_rapids_cpus_per_node": 128,
+                     "spark_rapids_host_memory_mib": 1048576})
+    assert proc.returncode == 2, proc.stdout
+    assert "- spark_rapids_conf_dir: invalid value 'spark/conf'" in proc.stdout
+    # the host's own variable is named once, though both its role and the files check see it
+    assert "2 invalid setting(s) for roles (spark_rapids):" in proc.stdout
+
+
+def test_roles_lists_every_bad_value_of_every_role_at_once(tmp_path):
+    proc = run_play(tmp_path, roles_task(["fleet_identity", "nccl", "storage_tuning"]),
+                    {"fleet_identity_labels": {"rack": 3},           # the validator's
+                     "nccl_conf_mode": "0666",                       # the root-written files'
+                     "storage_tuning_fstab_backup": "weekly"})       # the argument specs' (a bool)
+    assert proc.returncode == 2, proc.stdout
+    text = " ".join(proc.stdout.split())
+    assert "fleet_identity_labels[rack]: invalid value 3" in text
+    assert "nccl_conf_mode: invalid value '0666'" in text
+    assert "storage_tuning: argument 'storage_tuning_fstab_backup' is of type" in text
+    assert "invalid setting(s) for roles (fleet_identity, nccl, storage_tuning)" in text
+
+
+def test_roles_checks_the_declared_state_across_roles(tmp_path):
+    # MIG declared and Spark standalone on one host: validate_declared, from the roles' results
+    proc = run_play(tmp_path, roles_task(["mig", "spark_rapids"]),
+                    {"mig_layout_name": "all-1g.10gb", "mig_gpu_model": "a100-80gb",
+                     "spark_rapids_cluster_manager": "standalone", "spark_rapids_gpus_per_node": 8,
+                     "spark_rapids_gpu_memory_mib": 81920, "spark_rapids_cpus_per_node": 128,
+                     "spark_rapids_host_memory_mib": 1048576})
+    assert proc.returncode == 2, proc.stdout
+    assert "standalone" in proc.stdout and "MIG" in proc.stdout
+
+
+def test_roles_refuses_an_unknown_role(tmp_path):
+    proc = run_play(tmp_path, roles_task(["fleet_identity", "nope"]))
+    assert proc.returncode == 2, proc.stdout
+    assert "'roles' must be a list of" in proc.stdout
+
+
+def test_roles_hides_a_secret_and_says_so_for_the_task_that_records_it(tmp_path):
+    # site.yml's validate play records the validated settings with no_log: secrets_hidden
+    spark = {"spark_rapids_gpus_per_node": 8, "spark_rapids_gpu_memory_mib": 81920, "spark_rapids_cpus_per_node": 128,
+             "spark_rapids_host_memory_mib": 1048576,
+             "spark_rapids_settings": {"spark.ssl.keyStorePassword": "hunter2-secret"},
+             "spark_rapids_allowed_extra_keys": ["spark.ssl.keyStorePassword"]}
+    record = {"name": "Record", "ansible.builtin.set_fact": {"kept": "{{ checked.normalized }}"},
+              "no_log": "{{ checked.secrets_hidden }}"}
+    show = {"name": "Show", "ansible.builtin.debug": {"msg": "hidden={{ checked.secrets_hidden }}"}}
+    proc = run_play(tmp_path, roles_task(["spark_rapids"], register=True) + [record, show], spark)
+    assert proc.returncode == 0, proc.stdout
+    assert "hidden=True" in proc.stdout
+    assert "hunter2-secret" not in proc.stdout
+    proc = run_play(tmp_path, roles_task(["fleet_identity"], register=True) + [show])
+    assert "hidden=False" in proc.stdout

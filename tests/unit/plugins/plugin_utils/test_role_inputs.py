@@ -42,7 +42,8 @@ def test_every_argument_spec_variable_is_collected(role):
     for name, value in values.items():
         if name in alone:
             continue
-        if name not in ("monitoring_declared_driver_version", "monitoring_declared_power_limit_watts"):
+        if name not in ("monitoring_declared_driver_version", "monitoring_declared_power_limit_watts",
+                        "gpu_tuning_platform"):  # derived: the resolved platform (below)
             assert config[name] == value
 
 
@@ -88,3 +89,75 @@ def test_the_driver_family_falls_back_to_the_facts():
     assert role_inputs.collect("nvidia_driver", getter(values))["model_family"] == "hopper"
     values["nvidia_driver_model_family"] = "ampere"
     assert role_inputs.collect("nvidia_driver", getter(values))["model_family"] == "ampere"
+
+
+def _platform_vars(**kw):
+    values = dict(defaults("gpu_tuning"))
+    values.update(yaml.safe_load((ROOT / "roles" / "gpu_tuning" / "vars" / "main.yml").read_text()))
+    values.update(kw)
+    return values
+
+
+@pytest.mark.parametrize("variables, platform", [
+    ({}, "generic"),                                                           # nothing known
+    ({"ansible_facts": {"nvidia_smi": {"model_family": "h100"}}}, "dgx_h100"),  # the GPU facts
+    ({"ansible_facts": {"nvidia_smi": {"model_family": "gb10"}}}, "dgx_spark"),
+    ({"group_names": ["rack1", "dgx_a100", "dgx_h200"]}, "dgx_a100"),           # first platform group
+    ({"ansible_facts": {"nvidia_smi": {"model_family": "l40s"}}, "group_names": ["dgx_h200"]}, "dgx_h200"),
+    ({"gpu_tuning_platform": "dgx_h200", "ansible_facts": {"nvidia_smi": {"model_family": "a100"}}}, "dgx_h200"),
+])
+def test_gpu_tuning_platform_is_resolved_with_its_data(variables, platform):
+    """Formerly a set_fact + include_vars in gpu_tuning's tasks/validate.yml; now the action's, for the
+    role's own entry point and site.yml's validate play alike."""
+    config = role_inputs.collect("gpu_tuning", getter(_platform_vars(**variables)))
+    assert config["gpu_tuning_platform"] == platform
+    data = yaml.safe_load((ROOT / "roles" / "gpu_tuning" / "vars" / (platform + ".yml")).read_text())
+    assert config["gpu_tuning_platform_data"] == data["__gpu_tuning_platform_data"]
+
+
+def test_an_unknown_gpu_tuning_platform_has_no_data():
+    config = role_inputs.collect("gpu_tuning", getter(_platform_vars(gpu_tuning_platform="dgx_z9")))
+    assert (config["gpu_tuning_platform"], config["gpu_tuning_platform_data"]) == ("dgx_z9", {})
+
+
+@pytest.mark.parametrize("role", ["nvidia_driver", "monitoring"])
+@pytest.mark.parametrize("facts, ok", [
+    ({"distribution": "Debian", "distribution_major_version": "12", "distribution_version": "12.7",
+      "architecture": "x86_64"}, True),
+    ({"distribution": "Ubuntu", "distribution_major_version": "24", "distribution_version": "24.04",
+      "architecture": "aarch64"}, True),
+    ({"distribution": "Debian", "distribution_major_version": "11", "distribution_version": "11.9",
+      "architecture": "x86_64"}, False),
+    ({"distribution": "Rocky", "distribution_major_version": "9", "distribution_version": "9.4",
+      "architecture": "x86_64"}, False),
+    ({}, True),  # facts not gathered: nothing to check
+])
+def test_the_distribution_is_checked_by_the_validator(role, facts, ok):
+    """Formerly an assert task in the role's tasks/validate.yml; now the validator's, from the facts."""
+    from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_monitoring, validate_nvidia_driver
+
+    values = dict(defaults(role))
+    values.update(yaml.safe_load((ROOT / "roles" / role / "vars" / "main.yml").read_text()))
+    values.update(ansible_facts=facts, nvidia_driver_branch="580", inventory_hostname="n1", groups={"all": ["n1"]})
+    config = role_inputs.collect(role, getter(values))
+    validator = validate_nvidia_driver if role == "nvidia_driver" else validate_monitoring
+    errors = [e for e in validator.validate(config).errors if e.startswith("ansible_facts.distribution")]
+    if ok:
+        assert errors == []
+    else:
+        assert len(errors) == 1
+        assert "%s %s" % (facts["distribution"], facts["distribution_version"]) in errors[0]
+        assert "allowed: Ubuntu-22 or Ubuntu-24 or Debian-12" in errors[0]
+
+
+def test_the_driver_refuses_an_architecture_without_cuda_packages():
+    from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_driver
+
+    values = dict(defaults("nvidia_driver"))
+    values.update(yaml.safe_load((ROOT / "roles" / "nvidia_driver" / "vars" / "main.yml").read_text()))
+    values.update(nvidia_driver_branch="580", ansible_facts={
+        "distribution": "Ubuntu", "distribution_major_version": "22", "distribution_version": "22.04",
+        "architecture": "ppc64le"})
+    errors = validate_nvidia_driver.validate(role_inputs.collect("nvidia_driver", getter(values))).errors
+    assert errors == ["ansible_facts.distribution: invalid value 'Ubuntu 22.04 on ppc64le'; "
+                      "allowed: Ubuntu-22 or Ubuntu-24 or Debian-12 on aarch64 or x86_64"]
