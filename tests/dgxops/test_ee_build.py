@@ -33,7 +33,8 @@ def ee_image():
     from dgxops.ee import build_ee
 
     start = time.monotonic()
-    tag = build_ee()  # cached by a hash of its inputs: a rebuild only when they change
+    # cached by a hash of its inputs: a rebuild only when they change (DGXOPS_EE_REBUILD=1: always, for a build log)
+    tag = build_ee(force=os.environ.get("DGXOPS_EE_REBUILD") == "1")
     image = subprocess.run(["/usr/bin/docker", "image", "inspect", "--format", "{{.Id}} {{.Size}} {{.Created}}", tag],
                            capture_output=True, text=True, check=True).stdout.split()
     print("\nexecution environment: %s (built or reused in %.0f s)\nimage id %s, %.0f MB, created %s"
