@@ -277,6 +277,29 @@ def _ident(playbook: str) -> str:
     return "%s-%s-%s" % (datetime.datetime.now().strftime("%Y%m%dT%H%M%S"), name, uuid.uuid4().hex[:6])
 
 
+RUN_DIR_NAME = re.compile(r"^\d{8}T\d{6}-.+-[0-9a-f]{6}$")  # what _ident names a run's artifact directory
+
+
+def prune_runs(artifact_dir: str | os.PathLike, keep: int) -> list[Path]:
+    """Keep the newest ``keep`` runs in ``artifact_dir`` (0: keep all); returns what was removed.
+
+    Only directories that dgxops runs left there are candidates: named as :func:`_ident` names
+    them, with ansible-runner's ``command`` file or ``job_events/`` inside. Anything else in the
+    directory stays. (ansible-runner's own ``rotate_artifacts`` removes every entry of the
+    directory, oldest first: with ``--artifact-dir .`` it deleted the user's own directories and
+    stopped the run on the first plain file.)"""
+    if keep < 1:
+        return []
+    base = Path(artifact_dir)
+    runs = [p for p in base.iterdir() if RUN_DIR_NAME.match(p.name) and p.is_dir() and not p.is_symlink()
+            and ((p / "command").is_file() or (p / "job_events").is_dir())]
+    runs.sort(key=lambda p: (p.name[:15], p.stat().st_mtime))  # the name's timestamp, then the time it was last written
+    removed = runs[:-keep] if len(runs) > keep else []
+    for p in removed:
+        shutil.rmtree(p, ignore_errors=True)
+    return removed
+
+
 def task_timeout_env(seconds: int | None) -> dict[str, str]:
     """ANSIBLE_TASK_TIMEOUT for a per-task limit in seconds (None: leave ansible.cfg's)."""
     if seconds is None:
@@ -325,7 +348,7 @@ def build_runner_kwargs(spec: PlaybookRun, private_data_dir: str) -> dict:
         "quiet": True,
         "artifact_dir": str(artifact_base.resolve()),
         "ident": _ident(spec.playbook),
-        "rotate_artifacts": max(spec.keep_runs, 0),
+        "rotate_artifacts": 0,  # dgxops rotates its own runs only (prune_runs): runner's rotation empties the whole directory
         # facts go where the configuration says (see _env), not into each run's artifacts
         "fact_cache_type": "configured",
         "json_mode": False,
@@ -453,6 +476,7 @@ def run_playbook(spec: PlaybookRun, progress: Callable[[Progress], None] | None 
                            facts=collector.facts, diffs=collector.diffs,
                            strategy=kwargs["envvars"]["ANSIBLE_STRATEGY"])
         Path(result.artifact_dir, RESULT_FILE).write_text(json.dumps(result.as_dict(), indent=2, default=str))
+        prune_runs(kwargs["artifact_dir"], spec.keep_runs)
         return result
     finally:
         shutil.rmtree(private, ignore_errors=True)

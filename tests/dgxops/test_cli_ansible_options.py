@@ -198,3 +198,127 @@ def test_check_defaults_to_the_collections_site_playbook(tmp_path, monkeypatch):
     assert dcli._builtin_playbook("site") == str(PKG_ROOT / "playbooks" / "site.yml")
     monkeypatch.setattr("dgxops.runner.ROOT", tmp_path)
     assert dcli._builtin_playbook("site") == "dgxops.fleet.site"
+
+
+LAB_INVENTORY = """lab:
+  hosts:
+    node-a:
+    node-b:
+  vars:
+    ansible_connection: local
+    ansible_python_interpreter: "{{ ansible_playbook_python }}"
+"""
+
+CONVERGE = """- name: Converge the lab
+  hosts: lab
+  gather_facts: false
+  tasks:
+    - name: Write the node file
+      ansible.builtin.copy:
+        dest: "{{ out }}/{{ inventory_hostname }}.conf"
+        content: "node {{ inventory_hostname }}\\n"
+        mode: "0644"
+    - name: Write the head file
+      ansible.builtin.copy:
+        dest: "{{ out }}/head.conf"
+        content: "head\\n"
+        mode: "0644"
+      when: inventory_hostname == 'node-a'
+"""
+
+
+def test_report_run_reads_kept_artifact_directories_through_the_cli(tmp_path):
+    """`dgxops run` keeps its artifacts; `dgxops report --run LABEL=DIR`, the real command, reads them
+    back: hosts, per-host counts and changed tasks come from the run's events, under the label."""
+    # report runs the collection's facts playbook: the collection where a user has it installed
+    (tmp_path / "collections" / "ansible_collections" / "dgxops").mkdir(parents=True)
+    (tmp_path / "collections" / "ansible_collections" / "dgxops" / "fleet").symlink_to(ROOT)
+    env = env_for(tmp_path, ANSIBLE_COLLECTIONS_PATH=str(tmp_path / "collections"))
+    (tmp_path / "lab.yml").write_text(LAB_INVENTORY)
+    (tmp_path / "converge.yml").write_text(CONVERGE)
+    (tmp_path / "out").mkdir()
+    dirs = []
+    for _ in range(2):  # a converge, then an idempotent rerun
+        proc = cli(tmp_path, "run", "converge.yml", "-i", "lab.yml", "-e", "out=%s" % (tmp_path / "out"), "--artifact-dir", "runs", env=env)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        (line,) = [x for x in proc.stdout.splitlines() if x.startswith("artifacts: ")]
+        dirs.append(line.split(": ", 1)[1])
+    assert [os.path.dirname(d) for d in dirs] == [str(tmp_path / "runs")] * 2
+    assert all(os.path.isdir(os.path.join(d, "job_events")) for d in dirs)
+
+    proc = cli(tmp_path, "report", "-i", "lab.yml", "--run", "first converge=%s" % dirs[0], "--run", "idempotent rerun=runs/%s"
+               % os.path.basename(dirs[1]), env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    report = proc.stdout
+    first = report.split("## Run: first converge")[1].split("## ")[0]
+    rerun = report.split("## Run: idempotent rerun")[1].split("## ")[0]
+    assert "status successful, rc 0, 3 change(s), 0 failure(s)" in first
+    # host | ok | changed | unreachable | failed | skipped
+    assert "| node-a | 2 | 2 | 0 | 0 | 0 |" in first and "| node-b | 1 | 1 | 0 | 0 | 1 |" in first
+    assert "Write the node file: `node-a`, `node-b`" in first and "Write the head file: `node-a`" in first
+    assert "status successful, rc 0, 0 change(s), 0 failure(s)" in rerun
+    assert "| node-a | 2 | 0 | 0 | 0 | 0 |" in rerun and "| node-b | 1 | 0 | 0 | 0 | 1 |" in rerun
+    assert "Write the" not in rerun
+
+    # the same as an HTML page written to a file
+    proc = cli(tmp_path, "report", "-i", "lab.yml", "--run", "first converge=%s" % dirs[0], "--format", "html", "-o", "r.html", env=env)
+    assert proc.returncode == 0 and "report written to r.html" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    page = (tmp_path / "r.html").read_text()
+    assert "Run: first converge" in page and "node-a" in page and "node-b" in page and "Write the head file" in page
+
+    # a directory that is no run: said so, not an empty report
+    proc = cli(tmp_path, "report", "-i", "lab.yml", "--run", "typo=out", env=env)
+    assert proc.returncode != 0 and "no job_events" in proc.stderr and "## Run" not in proc.stdout
+
+
+# what ansible-playbook prints from each -v level on (a marker per level)
+VERBOSITY_MARKERS = {
+    1: '"stdout": "hello from ansible"',  # task results
+    2: "task path: ",
+    3: "ESTABLISH LOCAL CONNECTION",
+    4: "Positional arguments: ",  # the parsed command line
+}
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3, 4])
+def test_each_verbosity_level_shows_ansibles_output_at_that_level(tmp_path, level):
+    play = write_play(tmp_path, "    - name: Say hi\n      ansible.builtin.command: echo hello from ansible\n      changed_when: false\n")
+    proc = cli(tmp_path, "run", play, "-i", "localhost,", "-c", "local", *(["-" + "v" * level] if level else []))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    shown = {n for n, marker in VERBOSITY_MARKERS.items() if marker in proc.stdout}
+    assert shown == set(range(1, level + 1)), proc.stdout[-3000:]
+    assert ("PLAY RECAP" in proc.stdout) == (level > 0)  # from -v on: Ansible's own output, not the progress lines
+    assert proc.stdout.rstrip().splitlines()[-1].startswith("artifacts: ")  # and the summary after it
+
+
+def test_artifact_dir_default_and_retention_touch_only_dgxops_runs(tmp_path):
+    """Default: under the user's cache. `--artifact-dir` may be a directory that holds other things:
+    retention removes only the oldest of dgxops's own runs, never the user's files or directories."""
+    play = write_play(tmp_path, "    - name: Nothing\n      ansible.builtin.debug:\n")
+    env = {k: v for k, v in env_for(tmp_path).items() if k not in ("DGXOPS_STATE_DIR", "XDG_CACHE_HOME")}
+    proc = cli(tmp_path, "run", play, "-i", "localhost,", "-c", "local", env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (default,) = (tmp_path / "home" / ".cache" / "dgxops" / "runs").iterdir()
+    assert "artifacts: %s" % default in proc.stdout and (default / "dgxops-result.json").is_file()
+
+    mine = tmp_path / "mine"
+    (mine / "notes").mkdir(parents=True)
+    (mine / "notes" / "keep.txt").write_text("mine\n")
+    (mine / "readme.txt").write_text("mine\n")
+    (mine / "20200101T000000-not-a-run-abcdef").mkdir()  # named like a run, but no ansible-runner artifacts in it
+    for p in mine.rglob("*"):
+        os.utime(p, (1, 1))  # older than any run: the first to go under a blind rotation
+    users = sorted(str(p.relative_to(mine)) for p in mine.rglob("*"))
+
+    def runs():
+        return sorted(p.name for p in mine.iterdir() if (p / "command").is_file())
+
+    made = []
+    for keep in ("2", "2", "2", "0", "0", "1"):
+        proc = cli(tmp_path, "run", play, "-i", "localhost,", "-c", "local", "--artifact-dir", "mine", "--keep-runs", keep, "--json")
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        made.append(os.path.basename(json.loads(proc.stdout)["artifact_dir"]))
+        if len(made) == 3:
+            assert runs() == sorted(made[1:])  # the newest two
+    assert runs() == [made[-1]]
+    assert sorted(str(p.relative_to(mine)) for p in mine.rglob("*") if not str(p.relative_to(mine)).startswith(made[-1])) == users

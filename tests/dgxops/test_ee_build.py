@@ -2,11 +2,13 @@
 site.yml --check from inside the image against a simulated node, through ansible-runner's
 container mode. Skips only when no Docker engine answers (in CI that is a failure)."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 
 import pytest
 
@@ -30,8 +32,13 @@ def ee_image():
         pytest.skip("no Docker engine: the execution environment cannot be built (run scripts/bootstrap.sh)")
     from dgxops.ee import build_ee
 
-    tag = build_ee()  # cached by a hash of its inputs: a rebuild only when they change
-    print("execution environment: %s" % tag)
+    start = time.monotonic()
+    # cached by a hash of its inputs: a rebuild only when they change (DGXOPS_EE_REBUILD=1: always, for a build log)
+    tag = build_ee(force=os.environ.get("DGXOPS_EE_REBUILD") == "1")
+    image = subprocess.run(["/usr/bin/docker", "image", "inspect", "--format", "{{.Id}} {{.Size}} {{.Created}}", tag],
+                           capture_output=True, text=True, check=True).stdout.split()
+    print("\nexecution environment: %s (built or reused in %.0f s)\nimage id %s, %.0f MB, created %s"
+          % (tag, time.monotonic() - start, image[0], int(image[1]) / 1e6, image[2]))
     return tag
 
 
@@ -52,6 +59,8 @@ def test_ee_has_the_pinned_toolchain_and_the_collection(ee_image):
     proc = subprocess.run(["/usr/bin/docker", "run", "--rm", ee_image, "sh", "-c",
                            "ansible --version; ansible-runner --version; ansible-galaxy collection list dgxops.fleet"],
                           capture_output=True, text=True, check=False, timeout=120)
+    print("\n$ docker run --rm %s sh -c 'ansible --version; ansible-runner --version; ansible-galaxy collection list dgxops.fleet'\n%s"
+          % (ee_image, proc.stdout.strip()))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "ansible [core 2.19.14]" in proc.stdout and "2.4.3" in proc.stdout
     assert "dgxops.fleet" in proc.stdout and "/usr/share/ansible/collections" in proc.stdout
@@ -70,6 +79,7 @@ def test_site_check_runs_inside_the_ee_against_a_simulated_node(ee_image, sim_no
     docker_collection = os.path.join(sysconfig.get_paths()["purelib"], "ansible_collections", "community", "docker")
     assert os.path.isdir(docker_collection), "scripts/bootstrap.sh extracts community.docker into the venv"
     events = []
+    start = time.monotonic()
     result = ansible_runner.run(
         private_data_dir=str(private), playbook="dgxops.fleet.site", cmdline="--check --diff",
         process_isolation=True, process_isolation_executable="docker", container_image=ee_image,
@@ -83,12 +93,14 @@ def test_site_check_runs_inside_the_ee_against_a_simulated_node(ee_image, sim_no
         timeout=540,
     )
     stdout = result.stdout.read()
+    command = open(os.path.join(result.config.artifact_dir, "command")).read()
+    print("\nansible-runner container mode, %.0f s: status %s, rc %s\ncommand: %s"
+          % (time.monotonic() - start, result.status, result.rc, " ".join(json.loads(command)["command"])))
     sys.stdout.write(stdout[-6000:])  # the run's log, in the test log
     assert result.status == "successful" and result.rc == 0, stdout[-4000:]
     stats = result.stats
     host = nodes[0].name
     assert stats["ok"].get(host, 0) > 10 and not stats["failures"] and not stats["dark"]
-    command = open(os.path.join(result.config.artifact_dir, "command")).read()
     assert "docker" in command and ee_image in command  # it ran in the image, not on this machine
     # the collection that ran is the one installed in the image
     assert any("/usr/share/ansible/collections/ansible_collections/dgxops/fleet" in str(e.get("event_data", {}).get("task_path", ""))

@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 
@@ -16,10 +17,16 @@ BIN = os.path.dirname(sys.executable)
 @pytest.fixture(scope="module")
 def collection_tarball(tmp_path_factory):
     out = tmp_path_factory.mktemp("build")
-    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(out), ROOT],
-                          capture_output=True, text=True, check=False)
+    argv = [os.path.join(BIN, "ansible-galaxy"), "collection", "build", "--output-path", str(out), ROOT]
+    start = time.monotonic()
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (tarball,) = list(out.glob("dgxops-fleet-*.tar.gz"))
+    # the evidence, in the test log (-s): the command, what it said, the tarball's size
+    print("\n$ %s  (%.1f s)\n%s" % (" ".join(argv), time.monotonic() - start, proc.stdout.strip()))
+    with tarfile.open(tarball) as tar:
+        members = len(tar.getnames())
+    print("tarball %s: %d bytes (%.1f KiB), %d members" % (tarball.name, tarball.stat().st_size, tarball.stat().st_size / 1024, members))
     return tarball
 
 
@@ -73,8 +80,9 @@ def test_collection_depends_only_on_what_its_content_uses(collection_tarball):
 
 def test_collection_installs_offline(tmp_path, collection_tarball):
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
-    proc = subprocess.run([os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", "-p", str(tmp_path),
-                           str(collection_tarball)], capture_output=True, text=True, check=False, env=env, cwd=tmp_path)
+    argv = [os.path.join(BIN, "ansible-galaxy"), "collection", "install", "--offline", "-p", str(tmp_path), str(collection_tarball)]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, cwd=tmp_path)
+    print("\n$ %s  (rc %d)\n%s" % (" ".join(argv), proc.returncode, (proc.stdout + proc.stderr).strip()))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "ansible_collections" / "dgxops" / "fleet" / "roles" / "nccl" / "tasks" / "main.yml").is_file()
 

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 
 import pytest
 
@@ -36,11 +37,15 @@ def installed(tmp_path_factory):
     subprocess.run(["git", "-C", ROOT, "diff", "HEAD", "--binary", "--output", str(base / "wip.patch")], check=True)
     if (base / "wip.patch").stat().st_size:  # uncommitted work under test too
         subprocess.run(["git", "-C", str(clone), "apply", "--binary", str(base / "wip.patch")], check=True)
+    start = time.monotonic()
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(clone)],
                          capture_output=True, text=True, check=False, timeout=600)
     assert pip.returncode == 0, pip.stdout[-3000:] + pip.stderr[-3000:]
+    print("\n$ %s -m pip install %s  (empty venv; rc %d, %.0f s)" % (venv / "bin" / "python", clone, pip.returncode, time.monotonic() - start))
+    print(subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list"], capture_output=True, text=True, check=True).stdout)
     show = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "show", "dgxops"], capture_output=True, text=True, check=True)
     requires = re.search(r"^Requires: (.*)$", show.stdout, re.M).group(1)
+    print("dgxops Requires: %s" % requires)
     for dep in ("ansible-core", "ansible-runner", "Jinja2", "prometheus-client"):
         assert dep.lower() in requires.lower(), requires
     # the collection from the tarball ansible-galaxy builds of the clone
@@ -48,11 +53,16 @@ def installed(tmp_path_factory):
                            capture_output=True, text=True, check=False)
     assert build.returncode == 0, build.stdout + build.stderr
     (tarball,) = base.glob("dgxops-fleet-*.tar.gz")
+    print("$ ansible-galaxy collection build --output-path %s %s\n%s" % (base, clone, build.stdout.strip()))
+    print("tarball %s: %d bytes (%.1f KiB)" % (tarball.name, tarball.stat().st_size, tarball.stat().st_size / 1024))
+    assert tarball.stat().st_size < 1024 * 1024
     collections = base / "collections"
     # as a user would, outside this checkout (whose ansible.cfg resolves dgxops.fleet in place)
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     inst = subprocess.run([str(venv / "bin" / "ansible-galaxy"), "collection", "install", "--offline", "-p", str(collections),
                            str(tarball)], capture_output=True, text=True, check=False, cwd=base, env=clean)
+    print("$ ansible-galaxy collection install --offline -p %s %s  (rc %d)\n%s" % (collections, tarball.name, inst.returncode,
+                                                                             (inst.stdout + inst.stderr).strip()))
     assert inst.returncode == 0, inst.stdout + inst.stderr
     assert (collections / "ansible_collections" / "dgxops" / "fleet" / "playbooks" / "site.yml").is_file(), inst.stdout
     return base, venv, collections
@@ -94,8 +104,10 @@ def test_installed_dgxops_runs_an_fqcn_playbook_from_another_directory(installed
     base, venv, _collections = installed
     work = sim_inventory
     assert not (work / "ansible.cfg").exists() and not str(work).startswith(ROOT)
-    proc = subprocess.run([str(venv / "bin" / "dgxops"), "run", "dgxops.fleet.site", "--check", "-i", "sim.yml"],
-                          cwd=work, env=_user_env(installed, work), capture_output=True, text=True, check=False, timeout=900)
+    argv = [str(venv / "bin" / "dgxops"), "run", "dgxops.fleet.site", "--check", "-i", "sim.yml"]
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=work, env=_user_env(installed, work), capture_output=True, text=True, check=False, timeout=900)
+    print("\n$ cd %s && %s  (rc %d, %.0f s)" % (work, " ".join(argv), proc.returncode, time.monotonic() - start))
     sys.stdout.write(proc.stdout[-4000:])
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert re.search(r"^OK: status=successful rc=0, 1 host\(s\)", proc.stdout, re.M)

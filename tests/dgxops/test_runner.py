@@ -24,7 +24,7 @@ def test_build_kwargs_is_explicit(tmp_path, monkeypatch):
     assert "ANSIBLE_CONFIG" not in kw["envvars"] and "ANSIBLE_CACHE_PLUGIN" not in kw["envvars"]
     assert kw["fact_cache_type"] != "jsonfile"  # not ansible-runner's per-run cache
     assert kw["envvars"]["PATH"].split(os.pathsep)[0] == os.path.dirname(sys.executable)
-    assert kw["artifact_dir"] == str(tmp_path / "state" / "runs") and kw["rotate_artifacts"] == runner.DEFAULT_KEEP_RUNS
+    assert kw["artifact_dir"] == str(tmp_path / "state" / "runs") and kw["rotate_artifacts"] == 0  # see prune_runs
     assert "verbosity" not in kw and "timeout" not in kw
 
 
