@@ -501,11 +501,6 @@ def parse_topo(text):
     return result
 
 
-def cpu_list(text):
-    """Public wrapper of the CPU-list expander (``"0-3,8"`` -> [0, 1, 2, 3, 8])."""
-    return _cpu_list(text)
-
-
 # ---------------------------------------------------------------------------
 # mig -lgip / -lgipp / -lgi
 # ---------------------------------------------------------------------------
@@ -717,12 +712,6 @@ def _q_add(parent, key, value):
         parent[key] = value
 
 
-def _as_list(value):
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
-
-
 def _num(raw, kind=float):
     if not isinstance(raw, str):
         return None
@@ -737,103 +726,6 @@ def _first_number(*raws):
         if value is not None:
             return value
     return None
-
-
-def _t(tree, *path):
-    node = tree
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node if isinstance(node, str) else None
-
-
-def _power_from_text(readings):
-    """Power limits from a text ``GPU Power Readings`` (or old ``Power Readings``) section."""
-    readings = readings or {}
-    ceiling = readings.get("GPU Ceiling Power Limit") if isinstance(readings.get("GPU Ceiling Power Limit"), dict) else {}
-
-    def pick(key):
-        if isinstance(readings.get(key), str):
-            return readings.get(key)
-        return ceiling.get(key)
-    requested = pick("Requested Power Limit")
-    current = pick("Current Power Limit")
-    legacy_limit = pick("Power Limit")
-    enforced = pick("Enforced Power Limit")
-    draw = _first_number(pick("Average Power Draw"), pick("Power Draw"), pick("Instantaneous Power Draw"))
-    if requested is not None or current is not None:
-        limit, enforced_val = requested, current
-    else:
-        limit, enforced_val = legacy_limit, enforced
-    return {
-        "power_limit_w": _num(limit),
-        "power_enforced_limit_w": _num(enforced_val),
-        "power_default_limit_w": _num(pick("Default Power Limit")),
-        "power_min_limit_w": _num(pick("Min Power Limit")),
-        "power_max_limit_w": _num(pick("Max Power Limit")),
-        "power_draw_w": draw,
-    }
-
-
-def details_from_query_text(text):
-    """``nvidia-smi -q`` text -> normalised details (see :func:`details_from_xml`)."""
-    tree = parse_query_text(text)
-    driver_raw = tree.get("Driver Version")
-    cuda_raw = tree.get("CUDA Version")
-    out = {
-        "driver_version": clean_version(tree.get("KMD Version") if isinstance(tree.get("KMD Version"), str) else driver_raw),
-        "cuda_version": clean_version(tree.get("CUDA UMD Version") if isinstance(tree.get("CUDA UMD Version"), str) else cuda_raw),
-        "attached_gpus": _num(tree.get("Attached GPUs"), int),
-        "gpus": [],
-    }
-    for key, node in tree.items():
-        if not key.startswith("GPU ") or not isinstance(node, dict):
-            continue
-        bus_id = key[4:].strip()
-        mig = node.get("MIG Mode") if isinstance(node.get("MIG Mode"), dict) else {}
-        mig_devices = []
-        for dev in _as_list(node.get("MIG Device")):
-            if not isinstance(dev, dict):
-                continue
-            mig_devices.append({
-                "index": _num(dev.get("Index"), int),
-                "gpu_instance_id": _num(dev.get("GPU Instance ID"), int),
-                "compute_instance_id": _num(dev.get("Compute Instance ID"), int),
-                "sm_count": _num(_t(dev, "Device Attributes", "Shared", "Multiprocessor count"), int),
-                "memory_total_mib": _num(_t(dev, "Shared FB Memory Usage", "Total"), int),
-            })
-        readings = node.get("GPU Power Readings") or node.get("Power Readings")
-        gpu = {
-            "pci_bus_id": _t(node, "PCI", "Bus Id") or bus_id,
-            "name": _t(node, "Product Name"),
-            "architecture": _t(node, "Product Architecture"),
-            "uuid": _t(node, "GPU UUID"),
-            "serial": parse_text(_t(node, "Serial Number") or "")[0],
-            "vbios_version": _t(node, "VBIOS Version"),
-            "minor_number": _num(_t(node, "Minor Number"), int),
-            "persistence_mode": parse_enabled(_t(node, "Persistence Mode") or "")[0],
-            "addressing_mode": parse_text(_t(node, "Addressing Mode") or "")[0],
-            "mig_mode_current": parse_mode(mig.get("Current", ""))[0] if mig else None,
-            "mig_mode_pending": parse_mode(mig.get("Pending", ""))[0] if mig else None,
-            "mig_devices": mig_devices,
-            "memory_total_mib": _num(_t(node, "FB Memory Usage", "Total"), int),
-            "compute_mode": parse_text(_t(node, "Compute Mode") or "")[0],
-            "ecc_mode_current": parse_mode(_t(node, "ECC Mode", "Current") or "")[0],
-            "ecc_mode_pending": parse_mode(_t(node, "ECC Mode", "Pending") or "")[0],
-            "clocks_applications_graphics_mhz": _num(_t(node, "Applications Clocks", "Graphics"), int),
-            "clocks_applications_memory_mhz": _num(_t(node, "Applications Clocks", "Memory"), int),
-            "clocks_default_applications_graphics_mhz": _num(_t(node, "Default Applications Clocks", "Graphics"), int),
-            "clocks_default_applications_memory_mhz": _num(_t(node, "Default Applications Clocks", "Memory"), int),
-            "clocks_max_graphics_mhz": _num(_t(node, "Max Clocks", "Graphics"), int),
-            "clocks_max_sm_mhz": _num(_t(node, "Max Clocks", "SM"), int),
-            "clocks_max_memory_mhz": _num(_t(node, "Max Clocks", "Memory"), int),
-            "fabric_state": parse_text(_t(node, "Fabric", "State") or "")[0],
-            "fabric_status": parse_text(_t(node, "Fabric", "Status") or "")[0],
-        }
-        gpu.update(_power_from_text(readings if isinstance(readings, dict) else {}))
-        out["gpus"].append(gpu)
-    return out
 
 
 def _xt(elem, path):
@@ -945,18 +837,6 @@ def parse_proc_driver_version(text):
         "proprietary" if "Kernel Module" in first else None)
     match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", first)
     return {"flavour": flavour, "version": match.group(1) if match else None}
-
-
-def flavour_from_license(text):
-    """``modinfo -F license nvidia``: ``Dual MIT/GPL`` -> open, ``NVIDIA`` -> proprietary."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    if "MIT" in text or "GPL" in text:
-        return "open"
-    if text.upper() == "NVIDIA":
-        return "proprietary"
-    return None
 
 
 def parse_proc_modules(text):

@@ -344,7 +344,7 @@ def test_topo_device_h200():
     assert rc == 0
     topo = P.parse_topo(body)
     assert topo["cpu_affinity"] == {"GPU0": "0-15"}
-    assert P.cpu_list(topo["cpu_affinity"]["GPU0"]) == list(range(16))
+    assert P._cpu_list(topo["cpu_affinity"]["GPU0"]) == list(range(16))
 
 
 def _dgx_h100_topo(glue=False, empty_cpu=False):
@@ -473,55 +473,7 @@ def test_lgi_table_and_messages():
 # -q text and -q -x
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(CAPTURES))
-@pytest.mark.parametrize("phase", [0, 1])
-def test_query_text_on_capture_agrees_with_csv(name, phase):
-    exp = CAPTURES[name]
-    _cmd, body = section(name, "nvidia-smi -q", phase)
-    details = P.details_from_query_text(body)
-    assert details["driver_version"] == exp["driver"]
-    assert details["cuda_version"] == exp["cuda"]
-    assert details["attached_gpus"] == 1
-    gpu = details["gpus"][0]
-    assert gpu["name"] == exp["name"]
-    assert gpu["pci_bus_id"] == exp["bus"]
-    assert gpu["memory_total_mib"] == exp["memory"]
-    assert (gpu["power_limit_w"], gpu["power_enforced_limit_w"], gpu["power_default_limit_w"]) == (exp["limit"],) * 3
-    assert (gpu["power_min_limit_w"], gpu["power_max_limit_w"]) == (exp["min"], exp["max"])
-    assert gpu["mig_mode_current"] == exp["mig"]
-    assert gpu["persistence_mode"] is exp["persistence"]
-    assert gpu["clocks_max_graphics_mhz"] == exp["max_gr"]
-    assert gpu["fabric_state"] == exp["fabric"]
-    assert gpu["power_draw_w"] is not None and gpu["power_draw_w"] > 0
-    # cross-check with the CSV section of the same phase
-    cmd, csv = section(name, "nvidia-smi --query-gpu=", phase)
-    row = P.gpus_from_query(csv, cmd.split("=", 1)[1].split(" --format")[0].split(","))[0][0]
-    for key in ("name", "pci_bus_id", "memory_total_mib", "power_limit_w", "power_min_limit_w",
-                "power_max_limit_w", "mig_mode_current", "ecc_mode_current", "clocks_max_graphics_mhz",
-                "clocks_max_memory_mhz", "persistence_mode", "fabric_state", "uuid", "vbios_version"):
-        assert gpu[key] == row[key], key
-
-
-def test_query_text_mig_devices():
-    _cmd, body = section("linux-x86_64__nvidia-h100-mig__590.48.01.txt", "nvidia-smi -q")
-    devs = P.details_from_query_text(body)["gpus"][0]["mig_devices"]
-    assert [(d["index"], d["gpu_instance_id"], d["compute_instance_id"], d["sm_count"], d["memory_total_mib"])
-            for d in devs] == [(0, 2, 0, 60, 40448), (1, 3, 0, 32, 20096), (2, 9, 0, 16, 9984), (3, 10, 0, 16, 9984)]
-    _cmd, body = section("linux-x86_64__nvidia-h200-mig__590.48.01.txt", "nvidia-smi -q")
-    devs = P.details_from_query_text(body)["gpus"][0]["mig_devices"]
-    assert [(d["gpu_instance_id"], d["sm_count"], d["memory_total_mib"]) for d in devs] == [
-        (2, 16, 71424), (2, 32, 71424), (3, 32, 33280), (9, 16, 16384), (10, 16, 16384)]
-
-
-def test_query_text_610_ceiling_power_limit_and_instant_draw():
-    _cmd, body = section("linux-x86_64__nvidia-geforce-rtx-2080-super__610.57.04.txt", "nvidia-smi -q")
-    gpu = P.details_from_query_text(body)["gpus"][0]
-    assert gpu["power_limit_w"] == 250.0  # from "GPU Ceiling Power Limit"
-    assert gpu["power_draw_w"] == 38.89  # average is N/A: instantaneous draw is used
-    assert gpu["addressing_mode"] == "HMM"
-
-
-def test_xml_device_h200_matches_csv_and_text():
+def test_xml_device_h200():
     body, rc = device("qx.txt")
     assert rc == 0
     details = P.details_from_xml(body)
@@ -536,9 +488,6 @@ def test_xml_device_h200_matches_csv_and_text():
     assert gpu["architecture"] == "Hopper"
     assert gpu["clocks_applications_graphics_mhz"] == 1980
     assert gpu["fabric_state"] is None
-    text_gpu = P.details_from_query_text(device("q.txt")[0])["gpus"][0]
-    differing = sorted(k for k in gpu if gpu[k] != text_gpu[k])
-    assert differing == ["power_draw_w"]  # a live reading, taken at a different moment
 
 
 XML_R525 = """<?xml version="1.0" ?>
@@ -606,9 +555,6 @@ def test_proc_driver_version_open_and_proprietary():
     arm = "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  Release Build  (dvs-builder@U16-I3-B03-4-3)\n"
     assert P.parse_proc_driver_version(arm) == {"flavour": "open", "version": "580.95.05"}
     assert P.parse_proc_driver_version(None) == {"flavour": None, "version": None}
-    assert P.flavour_from_license("Dual MIT/GPL") == "open"
-    assert P.flavour_from_license("NVIDIA") == "proprietary"
-    assert P.flavour_from_license("") is None
 
 
 def test_proc_modules_device_capture():
