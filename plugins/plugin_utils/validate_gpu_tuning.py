@@ -172,12 +172,12 @@ def validate(config):
 
 
 def _module_args(effective):
-    """The nvidia_gpu module options for the effective settings (None = not managed)."""
-    args = dict((name, None) for name in SETTING_VARS)
-    args["power_limit_percent_of"] = "default"
+    """The nvidia_gpu module options for the effective settings; a setting that is not managed
+    is absent (tasks pass ``| default(omit)``), never null."""
+    args = {"power_limit_percent_of": "default"}
     for key in ("persistence_mode", "ecc_mode", "auto_boost_default", "compute_mode",
                 "application_clock_permissions", "application_clocks", "locked_clocks"):
-        if key in effective:
+        if effective.get(key) is not None:
             args[key] = effective[key]
     spec = effective.get("power_limit")
     if spec and "watts" in spec:

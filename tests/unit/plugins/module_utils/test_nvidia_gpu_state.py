@@ -460,3 +460,13 @@ def test_run_reapply_names_what_differs():
     problems = S.run_reapply(reapply, run, "/nonexistent/record")
     assert len(problems) == 1
     assert "not in the declared state" in problems[0] and "400.00" in problems[0]
+
+
+def test_module_args_carry_no_nulls():
+    """#23: a setting that is not managed is absent from module_args (tasks use default(omit))."""
+    res = V.validate(role_config(gpu_tuning_power_limit_watts=300, gpu_tuning_ecc_mode=False))
+    assert res.errors == []
+    args = res.normalized["module_args"]
+    assert None not in args.values()
+    assert args["power_limit_watts"] == 300.0 and args["ecc_mode"] is False and args["persistence_mode"] is True
+    assert "locked_clocks" not in args and "application_clocks" not in args and "compute_mode" not in args
