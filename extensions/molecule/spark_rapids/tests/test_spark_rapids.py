@@ -47,6 +47,22 @@ def test_executor_memory_follows_gpu_memory(host):
     assert conf["spark.shuffle.manager"] == "com.nvidia.spark.rapids.spark351.RapidsShuffleManager"
 
 
+# converge.yml's spark_rapids_settings: the spark-rapids keys of issue #20 item 7, passed through as given
+UPSTREAM_KEYS = {"spark.rapids.memory.host.offHeapLimit.enabled": "true",
+                 "spark.rapids.memory.host.spillStorageSize": "-1",
+                 "spark.rapids.sql.maxConcurrentGpuTasks": "8",
+                 "spark.rapids.filecache.enabled": "true",
+                 "spark.rapids.sql.metrics.level": "moderate"}
+
+
+def test_upstream_keys_are_rendered(host):
+    conf = _conf(host)
+    for key, value in UPSTREAM_KEYS.items():
+        assert conf.get(key) == value, (key, conf.get(key))
+    size = "16g" if host.backend.get_hostname() == "spark-gb10" else "64g"
+    assert conf.get("spark.rapids.memory.host.offHeapLimit.size") == size
+
+
 def test_file_mode_and_owner(host):
     conf = host.file("/opt/spark/conf/spark-defaults.conf")
     assert conf.user == "root" and conf.mode == 0o644
@@ -104,5 +120,16 @@ def test_spark_version_without_a_shim_fails_before_changes(host):
     rc, text = _converge(host, "-e", json.dumps({"spark_rapids_spark_version": "4.1.0"}))
     assert rc != 0
     assert "spark_rapids_spark_version" in text and "3.5.6, 4.0.0" in text, text[-3000:]
+    assert re.search(r"changed=0 ", text), text[-3000:]
+    assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before
+
+
+def test_max_concurrent_gpu_tasks_needs_a_plugin_that_has_it(host):
+    """spark.rapids.sql.maxConcurrentGpuTasks came with spark-rapids 25.06: refused on 24.12, nothing changed."""
+    before = host.file("/opt/spark/conf/spark-defaults.conf").content_string
+    rc, text = _converge(host, "-e", json.dumps({"spark_rapids_plugin_version": "24.12.0"}))
+    assert rc != 0
+    text = text.replace("''", "'")
+    assert "spark.rapids.sql.maxConcurrentGpuTasks" in text and "needs spark-rapids >= 25.06" in text, text[-3000:]
     assert re.search(r"changed=0 ", text), text[-3000:]
     assert host.file("/opt/spark/conf/spark-defaults.conf").content_string == before

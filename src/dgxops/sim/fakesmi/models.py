@@ -35,13 +35,22 @@ MIG_A100_40 = _mig_table(
     (4.75, 4.75, 9.62, 9.62, 19.50, 19.50, 39.25),
     (14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
     (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
-# A100-SXM4-80GB: the A100's own instance sizes (2, 4 and 8 memory slots: 19.50 / 39.25 / 78.50 GiB
-# in `mig -lgip`), not the H100's 19.62 / 39.50 / 79.25 that were copied here before.  Source: a
-# published A100-SXM4-80GB `nvidia-smi mig -lgip` transcript (read 2026-12-03); UNCONFIRMED against
-# a capture of ours.
+# A100-SXM4-80GB, every field of `nvidia-smi mig -lgip` (ids, instance counts, GiB, P2P No,
+# SM/CE/DEC/ENC/JPEG/OFA) as published A100 80GB transcripts show them (read 2026-12-04):
+# * an A100-SXM4-80GB on driver 550.54.14 listing all seven profiles: 1g.10gb(+me) 9.50 GiB,
+#   1g.20gb and 2g.20gb 19.50, 3g.40gb and 4g.40gb 39.25, 7g.80gb 78.75; an A100 80GB PCIe on a
+#   driver that lists 1g.20gb and an HGX A100 8-GPU board show the same 78.75;
+# * an A100 80GB PCIe on driver 515.86.01 (before the 1g.20gb profile existed) shows 79.00 for
+#   7g.80gb, the other sizes the same: the 7g size moved with the driver, not the board.
+# The simulator lists 1g.20gb and defaults to R580, so it follows the 550 capture.  Its MIG devices
+# then show 9728 MiB (1g.10gb) and 40192 MiB (3g/4g.40gb), as those transcripts' `nvidia-smi` does.
+# Placements ({0..6}:1, {0,2,4,6}:2, {0,2,4}:2, {0,4}:4, {0}:4, {0}:8) are the A100's in NVIDIA's
+# MIG user guide ("Supported MIG Profiles", A100) and agree with the captures' `mig -lgi` starts.
+# These replace 9.75 / 78.50 (computed, not read from a GPU) and, before those, the H100's sizes.
+# tests/sim/test_mig_a100_80gb.py checks every field against these values.
 MIG_A100_80 = _mig_table(
     ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
-    (9.75, 9.75, 19.50, 19.50, 39.25, 39.25, 78.50),
+    (9.50, 9.50, 19.50, 19.50, 39.25, 39.25, 78.75),
     (14, 14, 14, 28, 42, 56, 98), (1, 1, 1, 2, 3, 4, 7), (0, 1, 1, 1, 2, 2, 5),
     (0, 1, 0, 0, 0, 0, 1), (0, 1, 0, 0, 0, 0, 1))
 MIG_H100 = _mig_table(
