@@ -200,14 +200,15 @@ def plan_warnings(plan):
 
 def check_block_devices(rules, sysfs_root, policy, max_sched_requests, page_kb):
     """(plan, notes, refusals) for the normalized rules, in the order the role checked them:
-    the first kind of refusal found stops (later checks are not made)."""
+    the first kind of refusal found stops (later checks are not made), and ``notes`` holds only
+    the notes of the checks made before it."""
     if not rules:
         return [], [], []
     matched = match_devices(rules, list_devices(sysfs_root))
     refusals = duplicate_refusals(rules, matched)
-    notes = unmatched_notes(matched, sysfs_root)
     if refusals:
-        return [], notes, refusals
+        return [], [], refusals
+    notes = unmatched_notes(matched, sysfs_root)
     plan = build_plan(matched, sysfs_root, policy, max_sched_requests)
     for check in (lambda: scheduler_refusals(plan, sysfs_root), lambda: nr_requests_refusals(plan, sysfs_root),
                   lambda: read_ahead_refusals(plan, page_kb)):

@@ -28,7 +28,8 @@ description:
     read (C(systemd-detect-virt --container)). Reads the udev version (C(udevadm --version)) and
     whether udevd's control socket exists.
   - The messages name the role's variables; notes and warnings are returned in RV(notes) for the
-    role to print.
+    role to print. A refusal fails the module with every refused device in C(msg) and in RV(refusals);
+    RV(notes) then holds the notes of the checks made before it (the role prints them, then fails).
 options:
   devices:
     description:
