@@ -13,7 +13,7 @@ module: block_devices
 short_description: Read the block devices, TRIM timer and udev state the storage_tuning role needs, in one task
 version_added: 0.2.0
 description:
-  - The host-side preflight of the M(dgxops.fleet.storage_tuning) role (its C(preflight.yml)) as one
+  - The host-side preflight of the C(dgxops.fleet.storage_tuning) role (its C(preflight.yml)) as one
     read-only task. Nothing on the host is changed.
   - Finds the entries of C(<sysfs_root>/block) each pattern of O(devices) matches, refuses a device
     that two patterns match, reads each matching device's C(queue/scheduler), C(queue/nr_requests),
@@ -107,8 +107,6 @@ attributes:
     details: The module only reads.
   diff_mode:
     support: none
-  platform:
-    platforms: linux
 notes:
   - Devices are listed by name in C(<sysfs_root>/block) (whole disks; partitions live below their disk).
   - A sysfs file that is missing or unreadable counts as absent.
@@ -144,23 +142,58 @@ plan:
   type: list
   elements: dict
   contains:
-    device: {description: Device name in C(<sysfs_root>/block)., type: str}
-    position: {description: Index of the rule that matches it., type: int}
-    pattern: {description: The rule's pattern., type: str}
-    scheduler_file: {description: Whether C(queue/scheduler) exists., type: bool}
-    scheduler_current: {description: The scheduler in use (C('') when none can be read)., type: str}
-    schedulers_available: {description: The schedulers C(queue/scheduler) lists., type: list, elements: str}
-    scheduler: {description: The scheduler wanted, or null., type: str}
-    scheduler_after: {description: The scheduler once the settings are applied., type: str}
-    nr_requests_file: {description: Whether C(queue/nr_requests) exists., type: bool}
-    nr_requests_current: {description: Its value, or null., type: int}
-    nr_requests_requested: {description: The nr_requests asked for, or null., type: int}
-    nr_requests_limit: {description: The limit with RV(plan[].scheduler_after), null when unknown., type: int}
-    nr_requests: {description: The nr_requests to write (clamped with O(nr_requests_policy=clamp)), or null., type: int}
-    nr_tags: {description: The queue depth (C(mq/0/nr_tags)), or null., type: int}
-    read_ahead_file: {description: Whether C(queue/read_ahead_kb) exists., type: bool}
-    read_ahead_kb_current: {description: Its value, or null., type: int}
-    read_ahead_kb: {description: The read_ahead_kb wanted, or null., type: int}
+    device:
+      description: Device name in C(<sysfs_root>/block).
+      type: str
+    position:
+      description: Index of the rule that matches it.
+      type: int
+    pattern:
+      description: The rule's pattern.
+      type: str
+    scheduler_file:
+      description: Whether C(queue/scheduler) exists.
+      type: bool
+    scheduler_current:
+      description: The scheduler in use (C('') when none can be read).
+      type: str
+    schedulers_available:
+      description: The schedulers C(queue/scheduler) lists.
+      type: list
+      elements: str
+    scheduler:
+      description: The scheduler wanted, or null.
+      type: str
+    scheduler_after:
+      description: The scheduler once the settings are applied.
+      type: str
+    nr_requests_file:
+      description: Whether C(queue/nr_requests) exists.
+      type: bool
+    nr_requests_current:
+      description: Its value, or null.
+      type: int
+    nr_requests_requested:
+      description: The nr_requests asked for, or null.
+      type: int
+    nr_requests_limit:
+      description: The limit with RV(plan[].scheduler_after), null when unknown.
+      type: int
+    nr_requests:
+      description: The nr_requests to write (clamped with O(nr_requests_policy=clamp)), or null.
+      type: int
+    nr_tags:
+      description: The queue depth (C(mq/0/nr_tags)), or null.
+      type: int
+    read_ahead_file:
+      description: Whether C(queue/read_ahead_kb) exists.
+      type: bool
+    read_ahead_kb_current:
+      description: Its value, or null.
+      type: int
+    read_ahead_kb:
+      description: The read_ahead_kb wanted, or null.
+      type: int
   sample:
     - device: nvme0n1
       position: 0
