@@ -14,6 +14,10 @@ from module_runner import run_module
 URL = "https://developer.download.nvidia.com/compute/cuda/repos/%s/x86_64  Packages"
 
 
+def exact(name, version):
+    return "%s (= %s)" % (name, version)
+
+
 def ubuntu_repo(releases=("580.95.05", "580.82.07"), other_branches=(570,)):
     """{name: {version: Depends}}: the Ubuntu layout (branch in the names)."""
     repo = {}
@@ -23,18 +27,17 @@ def ubuntu_repo(releases=("580.95.05", "580.82.07"), other_branches=(570,)):
 
     for upstream in releases:
         v = upstream + "-0ubuntu1"
-        b = upstream.split(".")[0]
-        pin = lambda n, v=v: "%s (= %s)" % (n, v)  # noqa: E731
+        b = upstream.split(".", maxsplit=1)[0]
         for suffix in ("", "-open"):
             add("nvidia-driver-%s%s" % (b, suffix), v, ", ".join(
-                [pin("nvidia-dkms-%s%s" % (b, suffix)), pin("nvidia-kernel-common-" + b), pin("nvidia-utils-" + b),
-                 pin("nvidia-compute-utils-" + b), pin("libnvidia-compute-" + b)]))
+                [exact("nvidia-dkms-%s%s" % (b, suffix), v), exact("nvidia-kernel-common-" + b, v), exact("nvidia-utils-" + b, v),
+                 exact("nvidia-compute-utils-" + b, v), exact("libnvidia-compute-" + b, v)]))
             add("nvidia-dkms-%s%s" % (b, suffix), v, "dkms, %s, %s" % (
-                pin("nvidia-kernel-common-" + b), pin("nvidia-kernel-source-%s%s" % (b, suffix))))
+                exact("nvidia-kernel-common-" + b, v), exact("nvidia-kernel-source-%s%s" % (b, suffix), v)))
             add("nvidia-kernel-source-%s%s" % (b, suffix), v)
         add("nvidia-kernel-common-" + b, v)
-        add("nvidia-utils-" + b, v, pin("libnvidia-compute-" + b))
-        add("nvidia-compute-utils-" + b, v, pin("libnvidia-compute-" + b))
+        add("nvidia-utils-" + b, v, exact("libnvidia-compute-" + b, v))
+        add("nvidia-compute-utils-" + b, v, exact("libnvidia-compute-" + b, v))
         add("libnvidia-compute-" + b, v)
         add("nvidia-fabricmanager", upstream + "-1")
         add("libnvidia-nscq", upstream + "-1")
@@ -49,15 +52,14 @@ def debian12_repo(releases=("580.95.05", "575.57.08")):
     repo = {}
     for upstream in releases:
         v = upstream + "-1"
-        pin = lambda n, v=v: "%s (= %s)" % (n, v)  # noqa: E731
         rows = {
-            "nvidia-driver-cuda": ", ".join(pin(n) for n in ("nvidia-smi", "libcuda1", "nvidia-persistenced")),
-            "nvidia-smi": pin("libnvidia-ml1"),
+            "nvidia-driver-cuda": ", ".join(exact(n, v) for n in ("nvidia-smi", "libcuda1", "nvidia-persistenced")),
+            "nvidia-smi": exact("libnvidia-ml1", v),
             "libnvidia-ml1": "libc6 (>= 2.34)",
-            "libcuda1": pin("nvidia-kernel-support") + " | nvidia-cuda-stub",
+            "libcuda1": exact("nvidia-kernel-support", v) + " | nvidia-cuda-stub",
             "nvidia-persistenced": "",
-            "nvidia-kernel-open-dkms": pin("nvidia-kernel-support") + ", " + pin("firmware-nvidia-gsp"),
-            "nvidia-kernel-dkms": pin("nvidia-kernel-support") + ", " + pin("firmware-nvidia-gsp"),
+            "nvidia-kernel-open-dkms": exact("nvidia-kernel-support", v) + ", " + exact("firmware-nvidia-gsp", v),
+            "nvidia-kernel-dkms": exact("nvidia-kernel-support", v) + ", " + exact("firmware-nvidia-gsp", v),
             "nvidia-kernel-support": "",
             "firmware-nvidia-gsp": "",
         }
@@ -231,4 +233,3 @@ def test_walk_stops_after_five_rounds():
         return "".join("Package: %s\nDepends: %s\n\n" % (a.split("=")[0], chain[a.split("=")[0]]) for a in argv[3:])
     companions, rounds = R.walk({"p0": "1"}, show)
     assert rounds == 5 and sorted(companions) == ["p1", "p2", "p3", "p4", "p5"]
-
