@@ -839,6 +839,17 @@ def parse_proc_driver_version(text):
     return {"flavour": flavour, "version": match.group(1) if match else None}
 
 
+def flavour_from_license(text):
+    """``modinfo -F license nvidia`` -> kernel-module flavour: ``Dual MIT/GPL`` -> open,
+    ``NVIDIA`` -> proprietary, anything else (no module installed, no modinfo) -> None."""
+    text = (text or "").strip()
+    if text == "Dual MIT/GPL":
+        return "open"
+    if text == "NVIDIA":
+        return "proprietary"
+    return None
+
+
 def parse_proc_modules(text):
     """``/proc/modules`` (or ``lsmod``) -> {module name: {"size": int, "used_by": [..], "state": str}}."""
     mods = {}
