@@ -56,11 +56,8 @@ def parse_dpkg_status(text):
 def loaded_driver(text):
     """``/proc/driver/nvidia/version`` text (empty when no driver is loaded) ->
     ``{"version": "580.95.05"|None, "flavour": "open"|"proprietary"|None}``."""
-    if not (text or "").strip():
-        return {"version": None, "flavour": None}
-    parsed = P.parse_proc_driver_version(text)
-    return {"version": parsed["version"],
-            "flavour": "open" if "Open Kernel Module" in text else "proprietary"}
+    # the shared parser's: the flavour from the NVRM line, as the facts module and the doctor read it
+    return P.parse_proc_driver_version(text)
 
 
 def secure_boot_from_efivar(data):

@@ -115,14 +115,15 @@ def _monitoring(get):
         power = get("gpu_tuning_power_limit_watts", None)
     server = get("monitoring_prometheus_server", "")
     groups = get("groups", {}) or {}
+    distribution, _architecture, version = _distribution(get)
     return {
         "monitoring_declared_driver_version": driver,
         "monitoring_declared_power_limit_watts": power,
         "monitoring_prometheus_server_is_self": server in ("", _host(get)),
         "monitoring_prometheus_server_known": server in [""] + list(groups.get("all", [])),
         "inventory_address": get("ansible_host", None) or _host(get),
-        "__distribution": _distribution(get)[0],
-        "__distribution_version": _distribution(get)[2],
+        "__distribution": distribution,
+        "__distribution_version": version,
     }
 
 
