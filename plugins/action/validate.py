@@ -90,6 +90,9 @@ def _declared_config(task_vars_get, enabled, normalized):
     spark = normalized.get("spark_rapids") or {}
     return {
         "facts": facts.get("nvidia_smi", {}) or {},
+        # the validate play gathers the hardware facts where a tenant pins CPUs
+        "vcpus": facts.get("processor_vcpus"),
+        "tenant_isolation_tenants": task_vars_get("tenant_isolation_tenants", []) or [],
         "enabled": list(enabled),
         "mig_layout": mig.get("layout", []) if "mig" in enabled else [],
         "mig_gpu_model": task_vars_get("mig_gpu_model", "") or "",

@@ -27,10 +27,16 @@ description:
     C(fstrim_timer) a timer that is not loaded is refused, and whether the host is a container is
     read (C(systemd-detect-virt --container)). Reads the udev version (C(udevadm --version)) and
     whether udevd's control socket exists.
-  - The messages name the role's variables; notes and warnings are returned in RV(notes) for the
-    role to print. A refusal fails the module with every refused device in C(msg) and in RV(refusals);
-    RV(notes) then holds the notes of the checks made before it (the role prints them, then fails).
+  - The messages name the role's variables; notes and warnings are returned in RV(notes), and with
+    O(warn_notes) also shown as warnings. A refusal fails the module with every refused device in
+    C(msg) and in RV(refusals); RV(notes) then holds the notes of the checks made before it.
 options:
+  warn_notes:
+    description:
+      - Also show every note as an Ansible warning, the refusal's included (what the role does,
+        instead of a task that prints RV(notes)).
+    type: bool
+    default: false
   devices:
     description:
       - The role's normalized block device rules (C(block_devices) of the
@@ -282,6 +288,7 @@ def main():
             mounts=dict(type="bool", default=False),
             udev_rule_path=dict(type="str", default="/etc/udev/rules.d/90-dgxops-storage-tuning.rules"),
             udev_control=dict(type="path", default="/run/udev/control"),
+            warn_notes=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -291,8 +298,14 @@ def main():
                   udev_version=0, udevadm_found=False, udevd_running=False,
                   page_kb=os.sysconf("SC_PAGESIZE") // 1024)
 
+    def warn_notes():
+        if p["warn_notes"]:
+            for note in result["notes"]:
+                module.warn(note[len("WARNING "):] if note.startswith("WARNING ") else note)
+
     def refuse(refusals):
         result["refusals"] = refusals
+        warn_notes()
         module.fail_json(msg="\n".join(refusals), **result)
 
     # TRIM: the timer, and whether its ConditionVirtualization=!container keeps it inactive
@@ -321,6 +334,7 @@ def main():
     result["notes"].extend(notes)
     if refusals:
         refuse(refusals)
+    warn_notes()
     module.exit_json(**result)
 
 

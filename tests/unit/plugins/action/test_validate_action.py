@@ -200,6 +200,17 @@ def test_roles_checks_the_declared_state_across_roles(tmp_path):
     assert "standalone" in proc.stdout and "MIG" in proc.stdout
 
 
+def test_roles_checks_the_tenants_cpu_lists_against_the_gathered_cpu_count(tmp_path):
+    # the validate play gathers the hardware facts where a tenant pins CPUs; the roles task then
+    # refuses a CPU list beyond the node's CPUs (site.yml needs no second task for it)
+    tenants = {"tenant_isolation_tenants": [{"name": "big", "allowed_cpus": "0-999"}]}
+    setup = [{"name": "Gather", "ansible.builtin.setup": {"gather_subset": ["!all", "!min", "hardware"]}}]
+    proc = run_play(tmp_path, setup + roles_task(["tenant_isolation"]), tenants)
+    assert proc.returncode == 2, proc.stdout
+    assert "tenant_isolation_tenants[0].allowed_cpus: invalid value '0-999'" in " ".join(proc.stdout.split())
+    assert "(the node has %d CPUs)" % os.cpu_count() in proc.stdout
+
+
 def test_roles_refuses_an_unknown_role(tmp_path):
     proc = run_play(tmp_path, roles_task(["fleet_identity", "nope"]))
     assert proc.returncode == 2, proc.stdout

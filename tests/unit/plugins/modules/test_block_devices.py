@@ -282,6 +282,20 @@ def test_udev_missing_and_old(capsys, tmp_path, tools):
     assert run(capsys, root, [], str(tmp_path / "x"))["udev_version"] == 249
 
 
+def test_warn_notes_shows_every_note_as_a_warning(capsys, tmp_path, tools):
+    """With warn_notes (the role's way) each note is also an Ansible warning, without the
+    'WARNING ' the printed note carries; without it, nothing is warned."""
+    root = dgx_tree(tmp_path)
+    tools("udevadm", None)
+    quiet = run(capsys, root, [rule(0, "sda", "none")], str(tmp_path / "no-socket"))
+    assert "udevadm is not installed" not in str(quiet.get("warnings", [])) + quiet["_stderr"]
+    res = run(capsys, root, [rule(0, "sda", "none")], str(tmp_path / "no-socket"), warn_notes=True)
+    shown = str(res.get("warnings", [])) + res["_stderr"]
+    assert "storage_tuning: udevadm is not installed on this host" in shown
+    assert "WARNING storage_tuning" not in shown
+    assert res["notes"] == quiet["notes"]
+
+
 @pytest.mark.parametrize("raw, current, available", [
     ("[none] mq-deadline kyber bfq", "none", ["none", "mq-deadline", "kyber", "bfq"]),
     ("mq-deadline kyber [bfq] none", "bfq", ["mq-deadline", "kyber", "bfq", "none"]),
