@@ -277,7 +277,7 @@ def render_boot_script(node, reapply, lib_dir):
     from ansible.plugins.filter.core import FilterModule
 
     os.makedirs(lib_dir)
-    for name in ("nvidia_gpu_state.py", "nvidia_smi_parse.py"):  # what boot_unit_install.yml copies
+    for name in ("nvidia_gpu_state.py", "nvidia_smi_parse.py"):  # what boot_unit.yml installs
         shutil.copy(os.path.join(MODULE_UTILS, name), lib_dir)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROOT, "roles", "gpu_tuning", "templates")),
                              trim_blocks=True, keep_trailing_newline=True)
