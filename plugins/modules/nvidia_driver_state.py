@@ -49,6 +49,11 @@ options:
     description: Where C(/lib/modules) is.
     type: path
     default: /lib/modules
+  reboot_marker:
+    description:
+      - A file where earlier runs left the reasons for a reboot they did not make, one per line
+        (the role keeps it under C(/run), so a reboot clears it); returned in RV(earlier_reboot_reasons).
+    type: path
 extends_documentation_fragment:
   - dgxops.fleet.attributes
   - dgxops.fleet.attributes.facts
@@ -139,6 +144,12 @@ lspci_rc:
   description: The exit status of C(lspci), null when it did not run (I(nvswitch) given).
   returned: always
   type: int
+earlier_reboot_reasons:
+  description: The non-empty lines of O(reboot_marker); empty when it is not given or does not exist.
+  returned: always
+  type: list
+  elements: str
+  sample: [driver packages changed]
 """
 
 import errno
@@ -190,6 +201,7 @@ def main():
             proc_root=dict(type="path", default="/proc"),
             sys_root=dict(type="path", default="/sys"),
             modules_root=dict(type="path", default="/lib/modules"),
+            reboot_marker=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -222,6 +234,8 @@ def main():
         secure_boot=S.secure_boot_from_efivar(read(p["secure_boot_efivar"], "rb")),
         nvswitch=S.is_nvswitch(p["nvswitch"], lspci_rc, lspci_out),
         lspci_rc=lspci_rc,
+        earlier_reboot_reasons=[line for line in (read(p["reboot_marker"]) or "").splitlines() if line.strip()]
+        if p["reboot_marker"] else [],
     )
 
 

@@ -142,8 +142,14 @@ def _nvidia_driver(get):
     if family is None:
         family = (get("ansible_facts", {}) or {}).get("nvidia_smi", {}).get("model_family")
     distribution, architecture, version = _distribution(get)
+    # the distribution's repository directory and package layout (vars/<Distribution-Major>.yml,
+    # the file the role loaded with include_vars before the validator resolved them)
+    known = distribution in (get("__nvidia_driver_supported", []) or [])
+    data = _role_data("nvidia_driver", distribution) if known else {}
     return {"model_family": family, "__distribution": distribution, "__distribution_version": version,
-            "__architecture": architecture}
+            "__architecture": architecture,
+            "__nvidia_driver_repo_distro": data.get("__nvidia_driver_repo_distro"),
+            "__nvidia_driver_default_layout": data.get("__nvidia_driver_default_layout")}
 
 
 def _spark_rapids(get):
@@ -164,7 +170,8 @@ PRIVATE = {
     "gpu_tuning": ("__gpu_tuning_platforms",),
     "monitoring": ("__monitoring_supported",),
     "nccl": ("__nccl_profiles",),
-    "nvidia_driver": ("__nvidia_driver_supported", "__nvidia_driver_repo_arches"),
+    "nvidia_driver": ("__nvidia_driver_supported", "__nvidia_driver_repo_arches", "__nvidia_driver_repo_base",
+                      "__nvidia_driver_layouts"),
     "spark_rapids": ("__spark_rapids_key_catalog", "__spark_rapids_key_prefixes", "__spark_rapids_key_hints",
                      "__spark_rapids_supported_spark", "__spark_rapids_shims", "__spark_rapids_min_plugin",
                      "__spark_rapids_profiles", "__spark_rapids_base_settings", "__spark_rapids_ucx_env"),

@@ -264,6 +264,14 @@ def validate(config):
                      "false unless nvidia_driver_repo_url is a local file:/ repository (network "
                      "repositories must be signed: set nvidia_driver_repo_key_url/_fingerprint)")
     norm["trusted"] = trusted
+    # what the role uses: the repository (the CUDA repository of the node's distribution and
+    # architecture unless nvidia_driver_repo_url overrides it) and the package layout's names
+    distro, arch = config.get("__nvidia_driver_repo_distro"), (config.get("__nvidia_driver_repo_arches") or {}).get(
+        config.get("__architecture"))
+    base = config.get("__nvidia_driver_repo_base")
+    norm["source_url"] = repo_url or ("%s/%s/%s/" % (base, distro, arch) if base and distro and arch else "")
+    norm["layout_name"] = layout or config.get("__nvidia_driver_default_layout") or ""
+    norm["layout_data"] = (config.get("__nvidia_driver_layouts") or {}).get(norm["layout_name"], {})
     fpr = config.get("nvidia_driver_repo_key_fingerprint") or ""
     fpr_norm = fpr.replace(" ", "").upper() if isinstance(fpr, str) else None
     if not trusted and (fpr_norm is None or not _FPR_RE.match(fpr_norm)):

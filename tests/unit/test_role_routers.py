@@ -57,6 +57,16 @@ def test_main_is_the_validation_then_apply(role):
     assert "main" in specs and "apply" not in specs, role
 
 
+@pytest.mark.parametrize("role", ROLE_NAMES)
+def test_apply_never_enters_a_router_again(role):
+    """apply.yml imports the role's concern files, never apply.yml or main.yml (an import of
+    itself loops until Ansible gives up; mig's did once)."""
+    for step in _steps(role, "apply"):
+        target = step.get(IMPORT) or (step.get(INCLUDE) or {}).get("file")
+        assert target not in ("apply.yml", "main.yml"), "%s: %r enters %s again" % (role, step["name"], target)
+        assert (ROLES / role / "tasks" / target).is_file(), "%s: %r names a missing %s" % (role, step["name"], target)
+
+
 def _include_roles(node):
     if isinstance(node, dict):
         if "ansible.builtin.include_role" in node:

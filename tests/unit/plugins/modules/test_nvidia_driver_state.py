@@ -211,3 +211,12 @@ def test_module_fails_when_dpkg_cannot_be_read(capsys, node):
     node.answers["dpkg-query"] = (2, "")
     res = run_module(capsys, mod.main, node.args())
     assert res["failed"] is True and "dpkg-query -W failed (rc=2)" in res["msg"]
+
+
+def test_module_reads_the_reboot_reasons_earlier_runs_left(capsys, node, tmp_path):
+    marker = tmp_path / "dgxops-nvidia-driver.reboot-required"
+    assert run_module(capsys, mod.main, node.args(reboot_marker=str(marker)))["earlier_reboot_reasons"] == []
+    marker.write_text("driver packages changed\n\nnvidia module options changed\n")
+    res = run_module(capsys, mod.main, node.args(reboot_marker=str(marker)))
+    assert res["earlier_reboot_reasons"] == ["driver packages changed", "nvidia module options changed"]
+    assert run_module(capsys, mod.main, node.args())["earlier_reboot_reasons"] == []

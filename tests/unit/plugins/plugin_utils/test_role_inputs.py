@@ -161,3 +161,26 @@ def test_the_driver_refuses_an_architecture_without_cuda_packages():
     errors = validate_nvidia_driver.validate(role_inputs.collect("nvidia_driver", getter(values))).errors
     assert errors == ["ansible_facts.distribution: invalid value 'Ubuntu 22.04 on ppc64le'; "
                       "allowed: Ubuntu-22 or Ubuntu-24 or Debian-12 on aarch64 or x86_64"]
+
+
+@pytest.mark.parametrize("facts, override, layout, source", [
+    ({"distribution": "Debian", "distribution_major_version": "12", "architecture": "x86_64"}, {},
+     "debian", "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/"),
+    ({"distribution": "Ubuntu", "distribution_major_version": "24", "architecture": "aarch64"}, {},
+     "ubuntu", "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/sbsa/"),
+    ({"distribution": "Ubuntu", "distribution_major_version": "22", "architecture": "x86_64"},
+     {"nvidia_driver_repo_url": "file:/srv/mirror", "nvidia_driver_package_layout": "debian"},
+     "debian", "file:/srv/mirror/"),
+])
+def test_the_driver_repository_and_layout_are_resolved_by_the_validator(facts, override, layout, source):
+    """Formerly tasks/settle.yml (include_vars of vars/<Distribution-Major>.yml + set_fact)."""
+    from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_driver
+
+    role_vars = yaml.safe_load((ROOT / "roles" / "nvidia_driver" / "vars" / "main.yml").read_text())
+    values = dict(defaults("nvidia_driver"))
+    values.update(role_vars)
+    values.update(nvidia_driver_branch="580", ansible_facts=facts, **override)
+    result = validate_nvidia_driver.validate(role_inputs.collect("nvidia_driver", getter(values)))
+    assert result.normalized["source_url"] == source
+    assert result.normalized["layout_name"] == layout
+    assert result.normalized["layout_data"] == role_vars["__nvidia_driver_layouts"][layout]
