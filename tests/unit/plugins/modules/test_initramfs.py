@@ -40,7 +40,7 @@ def test_first_run_regenerates_and_records_the_checksums(capsys, tmp_path):
 
 
 def test_unchanged_inputs_regenerate_nothing(capsys, tmp_path):
-    args, log, _, _ = setup(tmp_path)
+    args, log = setup(tmp_path)[:2]
     run_module(capsys, initramfs.main, args)
     res = run_module(capsys, initramfs.main, args)
     assert res["changed"] is False and res["stale"] is False
@@ -48,7 +48,7 @@ def test_unchanged_inputs_regenerate_nothing(capsys, tmp_path):
 
 
 def test_an_edit_from_an_earlier_failed_run_still_regenerates(capsys, tmp_path):
-    args, log, _, options = setup(tmp_path)
+    args, log, options = [setup(tmp_path)[i] for i in (0, 1, 3)]
     run_module(capsys, initramfs.main, args)
     options.write_text("options nvidia NVreg_EnableGpuFirmware=0\n")  # edited, initramfs never rebuilt
     res = run_module(capsys, initramfs.main, args)
@@ -57,7 +57,7 @@ def test_an_edit_from_an_earlier_failed_run_still_regenerates(capsys, tmp_path):
 
 
 def test_force_regenerates_and_a_missing_input_counts_as_absent(capsys, tmp_path):
-    args, log, blacklist, _ = setup(tmp_path)
+    args, log, blacklist = setup(tmp_path)[:3]
     run_module(capsys, initramfs.main, args)
     assert run_module(capsys, initramfs.main, dict(args, force=True))["stale"] is True
     blacklist.unlink()
@@ -67,21 +67,21 @@ def test_force_regenerates_and_a_missing_input_counts_as_absent(capsys, tmp_path
 
 
 def test_check_mode_reports_and_runs_nothing(capsys, tmp_path):
-    args, log, _, _ = setup(tmp_path)
+    args, log = setup(tmp_path)[:2]
     res = run_module(capsys, initramfs.main, args, check=True)
     assert res["changed"] is True and res["stale"] is True
     assert calls(log) == [] and not (tmp_path / "state").exists()
 
 
 def test_without_update_initramfs_nothing_happens(capsys, tmp_path):
-    args, log, _, _ = setup(tmp_path)
+    args, log = setup(tmp_path)[:2]
     res = run_module(capsys, initramfs.main, dict(args, update_initramfs=str(tmp_path / "nope"), force=True))
     assert res["changed"] is False and res["available"] is False and res["stale"] is False
     assert not (tmp_path / "state").exists()
 
 
 def test_a_failing_update_initramfs_fails_and_records_nothing(capsys, tmp_path):
-    args, log, _, _ = setup(tmp_path, rc=1)
+    args, log = setup(tmp_path, rc=1)[:2]
     res = run_module(capsys, initramfs.main, args)
     assert res["failed"] is True and res["rc"] == 1 and "update-initramfs -u -k all failed" in res["msg"]
     assert not (tmp_path / "state" / "initramfs.stamp").exists()
