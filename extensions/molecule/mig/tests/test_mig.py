@@ -52,6 +52,11 @@ for f in /dev/nvidia-caps/* /dev/nvidia[0-9]*; do
 done
 """
 BUSY_PID = 7777
+DEVICE_UNIT = "dgxops-mig-devices.service"
+# up to 60 s for the device unit to start (a new start timestamp) and finish (no job left)
+WAIT_DEVICE_UNIT = ("for i in $(seq 300); do"
+                    " [ \"$(systemctl show -p ExecMainStartTimestampMonotonic --value " + DEVICE_UNIT + ")\" != \"%s\" ]"
+                    " && [ -z \"$(systemctl list-jobs --no-legend " + DEVICE_UNIT + ")\" ] && break; sleep 0.2; done")
 
 
 def name_of(host):
@@ -60,6 +65,10 @@ def name_of(host):
 
 def sim_state(host):
     return json.loads(host.check_output("dgxops-sim show"))
+
+
+def device_unit_started(host):
+    return host.check_output("systemctl show -p ExecMainStartTimestampMonotonic --value %s" % DEVICE_UNIT)
 
 
 def instances_per_gpu(state):
@@ -237,8 +246,15 @@ def test_boot_units_recreate_the_layout_after_a_reboot(host):
     if GRANTS[name]:
         # the capability nodes as nvidia-modprobe would make them
         host.check_output("chown root:root /dev/nvidia-caps/* && chmod 0444 /dev/nvidia-caps/*")
-    # the boot unit (it wants the device unit, which runs after it)
+    # the boot unit (it wants the device unit, which runs after it: systemctl waits for the boot
+    # unit only, so wait until the device unit has started since and its job is done)
+    started = device_unit_started(host)
     host.check_output("systemctl restart dgxops-mig.service")
+    if GRANTS[name]:
+        host.run(WAIT_DEVICE_UNIT % started)
+        assert device_unit_started(host) != started, "%s did not run after the boot unit" % DEVICE_UNIT
+        assert host.check_output("systemctl list-jobs --no-legend %s" % DEVICE_UNIT) == ""
+        assert host.check_output("systemctl show -p Result --value %s" % DEVICE_UNIT) == "success"
     booted = sim_state(host)
     assert instances_per_gpu(booted) == WANT[name]["per_gpu"]
     assert [g["mig_current"] for g in booted["gpus"]] == [g["mig_current"] for g in before["gpus"]]
