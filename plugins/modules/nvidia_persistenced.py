@@ -16,7 +16,7 @@ description:
   - Writes the one systemd drop-in that replaces nvidia-persistenced's packaged C(ExecStart)
     (Ubuntu's unit runs the daemon with C(--no-persistence-mode)) with the declared persistence
     mode, user and binary; enables the daemon, starts it per O(persistenced_state), and restarts
-    it (C(systemctl try-restart)) when its drop-in changed while it runs. Doing only what differs:
+    it (C(systemctl try-restart)) when its drop-in changed while it runs. It does only what differs;
     a node already in that state gets one C(systemctl show) and no change.
   - Removes the drop-ins listed in O(remove_dropins) (what earlier versions wrote), whether or not
     the daemon keeps persistence mode.
@@ -31,7 +31,7 @@ options:
   persistence_mode:
     description:
       - V(true) runs the daemon with C(--persistence-mode), V(false) with C(--no-persistence-mode).
-      - Null (persistence mode not managed): nothing is written, started or enabled; only
+      - Null means persistence mode is not managed; nothing is written, started or enabled, only
         O(remove_dropins) are removed.
     type: bool
   persistenced_path:
@@ -52,7 +52,7 @@ options:
     default: auto
   persistence_method:
     description:
-      - Unset (the C(nvidia_driver) role): the daemon keeps persistence mode wherever its unit is installed.
+      - Unset (the C(nvidia_driver) role) means the daemon keeps persistence mode wherever its unit is installed.
       - V(daemon) the daemon keeps it; O(persistenced_path) must exist.
       - V(auto) the daemon keeps it where O(persistenced_path) exists, else nothing is done (RV(managed) is false).
       - V(legacy) the daemon is left alone (the caller keeps persistence mode with C(nvidia-smi -pm)).

@@ -24,6 +24,7 @@ import os
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 _SPEC_CACHE = {}
 _DATA_CACHE = {}
+_MISSING = object()
 
 # the role each collected area belongs to (an area named after its role)
 ROLES = ("fleet_identity", "gpu_tuning", "mig", "monitoring", "nccl", "nvidia_driver",
@@ -88,12 +89,25 @@ def gpu_tuning_platform(get):
     return "generic"
 
 
+# the nvidia_driver values of the one nvidia-persistenced drop-in, checked against gpu_tuning's
+GPU_TUNING_DRIVER_PERSISTENCED = ("nvidia_driver_persistence_mode", "nvidia_driver_persistenced_user",
+                                  "nvidia_driver_persistenced_path")
+
+
 def _gpu_tuning(get):
     # the platform and its data file (vars/<platform>.yml)
     platform = gpu_tuning_platform(get)
     known = platform in (get("__gpu_tuning_platforms", []) or [])
     data = _role_data("gpu_tuning", platform).get("__gpu_tuning_platform_data", {}) if known else {}
-    return {"gpu_tuning_platform": platform, "gpu_tuning_platform_data": data}
+    # the nvidia_driver values declared for the host (inventory, or the role applied earlier in
+    # the same play): both roles write the one nvidia-persistenced drop-in
+    declared = {}
+    for name in GPU_TUNING_DRIVER_PERSISTENCED:
+        value = get(name, _MISSING)
+        if value is not _MISSING:
+            declared[name] = value
+    return {"gpu_tuning_platform": platform, "gpu_tuning_platform_data": data,
+            "__nvidia_driver_declared": declared}
 
 
 def _mig(get):
@@ -193,7 +207,6 @@ NOT_CHECKED_ALONE = {
     "nccl": ("nccl_mpi_environment_path", "nccl_mpi_mca_params_file"),
 }
 
-_MISSING = object()
 
 
 def collect(role, get, roles_dir=None):

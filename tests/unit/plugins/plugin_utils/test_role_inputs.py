@@ -184,3 +184,12 @@ def test_the_driver_repository_and_layout_are_resolved_by_the_validator(facts, o
     assert result.normalized["source_url"] == source
     assert result.normalized["layout_name"] == layout
     assert result.normalized["layout_data"] == role_vars["__nvidia_driver_layouts"][layout]
+
+
+def test_gpu_tuning_sees_the_nvidia_driver_persistenced_values_declared_for_the_host():
+    config = role_inputs.collect("gpu_tuning", getter(defaults("gpu_tuning")))
+    assert config["__nvidia_driver_declared"] == {}
+    values = dict(defaults("gpu_tuning"), nvidia_driver_persistence_mode=False, nvidia_driver_persistenced_user=None)
+    config = role_inputs.collect("gpu_tuning", getter(values))
+    assert config["__nvidia_driver_declared"] == {"nvidia_driver_persistence_mode": False,
+                                                  "nvidia_driver_persistenced_user": None}
