@@ -155,9 +155,7 @@ actions:
   sample: [enable, start]
 """
 
-import grp
 import os
-import pwd
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule

@@ -208,7 +208,6 @@ NOT_CHECKED_ALONE = {
 }
 
 
-
 def collect(role, get, roles_dir=None):
     """The validator's config for ``role``: its argument-spec variables, private tables and
     derived inputs. ``get(name, default)`` reads a (templated) variable."""
