@@ -110,6 +110,24 @@ def _gpu_tuning(get):
             "__nvidia_driver_declared": declared}
 
 
+def nvidia_driver_persistenced(get):
+    """What the nvidia_driver role writes into the one nvidia-persistenced drop-in, with its
+    defaults (``get`` reads the role's variables as it runs): ``__nvidia_driver_declared`` for
+    gpu_tuning's check where site.yml's validate play checks both roles of a host, so a site run
+    whose two plays would write different drop-ins (and restart the daemon twice) is refused.
+    Empty where the role leaves the daemon alone (nvidia_driver_persistenced: false)."""
+    if not get("nvidia_driver_persistenced", True):
+        return {}
+    declared_mode = get("gpu_tuning_persistence_mode", None)
+    return {
+        # the driver play renders the host's gpu_tuning_persistence_mode where it is a boolean
+        "nvidia_driver_persistence_mode": declared_mode if isinstance(declared_mode, bool)
+        else get("nvidia_driver_persistence_mode", True),
+        "nvidia_driver_persistenced_user": get("nvidia_driver_persistenced_user", None),
+        "nvidia_driver_persistenced_path": get("nvidia_driver_persistenced_path", None),
+    }
+
+
 def _mig(get):
     return {
         "mig_builtin_layouts": get("__mig_builtin_layouts", {}),
