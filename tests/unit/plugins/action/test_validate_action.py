@@ -217,8 +217,8 @@ def test_roles_checks_the_persistenced_values_both_roles_write(tmp_path):
                   dict(driver, gpu_tuning_persistenced_user=None, nvidia_driver_persistenced_user="",
                        gpu_tuning_platform="dgx_h100"))
     assert ok.returncode == 0, ok.stdout
-    alone = run_play(tmp_path, roles_task(["gpu_tuning"]), {"gpu_tuning_persistenced_user": None,
-                                                              "gpu_tuning_platform": "dgx_h100"})
+    alone = run_play(tmp_path, roles_task(["gpu_tuning"]),
+                     {"gpu_tuning_persistenced_user": None, "gpu_tuning_platform": "dgx_h100"})
     assert alone.returncode == 0, alone.stdout
 
 
