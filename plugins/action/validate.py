@@ -167,6 +167,11 @@ class ActionModule(ActionBase):
         for role in roles:
             get = self._role_getter(role, task_vars)
             config = role_inputs.collect(role, get)
+            if role == "gpu_tuning" and "nvidia_driver" in roles:
+                # both roles write the one nvidia-persistenced drop-in: gpu_tuning's values are
+                # checked against what the driver play will write (its defaults included)
+                config["__nvidia_driver_declared"] = role_inputs.nvidia_driver_persistenced(
+                    self._role_getter("nvidia_driver", task_vars))
             role_secrets = _secret_values(dict((k, v) for k, v in config.items() if not str(k).startswith("__")))
             secrets.extend(role_secrets)
             spec_errors = self._argument_spec_errors(role, config)

@@ -24,6 +24,7 @@ import os
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 _SPEC_CACHE = {}
 _DATA_CACHE = {}
+_MISSING = object()
 
 # the role each collected area belongs to (an area named after its role)
 ROLES = ("fleet_identity", "gpu_tuning", "mig", "monitoring", "nccl", "nvidia_driver",
@@ -88,12 +89,43 @@ def gpu_tuning_platform(get):
     return "generic"
 
 
+# the nvidia_driver values of the one nvidia-persistenced drop-in, checked against gpu_tuning's
+GPU_TUNING_DRIVER_PERSISTENCED = ("nvidia_driver_persistence_mode", "nvidia_driver_persistenced_user",
+                                  "nvidia_driver_persistenced_path")
+
+
 def _gpu_tuning(get):
     # the platform and its data file (vars/<platform>.yml)
     platform = gpu_tuning_platform(get)
     known = platform in (get("__gpu_tuning_platforms", []) or [])
     data = _role_data("gpu_tuning", platform).get("__gpu_tuning_platform_data", {}) if known else {}
-    return {"gpu_tuning_platform": platform, "gpu_tuning_platform_data": data}
+    # the nvidia_driver values declared for the host (inventory, or the role applied earlier in
+    # the same play): both roles write the one nvidia-persistenced drop-in
+    declared = {}
+    for name in GPU_TUNING_DRIVER_PERSISTENCED:
+        value = get(name, _MISSING)
+        if value is not _MISSING:
+            declared[name] = value
+    return {"gpu_tuning_platform": platform, "gpu_tuning_platform_data": data,
+            "__nvidia_driver_declared": declared}
+
+
+def nvidia_driver_persistenced(get):
+    """What the nvidia_driver role writes into the one nvidia-persistenced drop-in, with its
+    defaults (``get`` reads the role's variables as it runs): ``__nvidia_driver_declared`` for
+    gpu_tuning's check where site.yml's validate play checks both roles of a host, so a site run
+    whose two plays would write different drop-ins (and restart the daemon twice) is refused.
+    Empty where the role leaves the daemon alone (nvidia_driver_persistenced: false)."""
+    if not get("nvidia_driver_persistenced", True):
+        return {}
+    declared_mode = get("gpu_tuning_persistence_mode", None)
+    return {
+        # the driver play renders the host's gpu_tuning_persistence_mode where it is a boolean
+        "nvidia_driver_persistence_mode": declared_mode if isinstance(declared_mode, bool)
+        else get("nvidia_driver_persistence_mode", True),
+        "nvidia_driver_persistenced_user": get("nvidia_driver_persistenced_user", None),
+        "nvidia_driver_persistenced_path": get("nvidia_driver_persistenced_path", None),
+    }
 
 
 def _mig(get):
@@ -192,8 +224,6 @@ DERIVED = {
 NOT_CHECKED_ALONE = {
     "nccl": ("nccl_mpi_environment_path", "nccl_mpi_mca_params_file"),
 }
-
-_MISSING = object()
 
 
 def collect(role, get, roles_dir=None):

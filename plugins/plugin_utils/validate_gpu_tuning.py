@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_gpu_state import check_options
@@ -160,6 +161,7 @@ def validate(config):
     for key, value in (data.get("defaults") or {}).items():
         if key not in effective and get(PREFIX + key) is None:
             effective[key] = value
+    check_driver_persistenced(result, config, effective.get("persistence_mode"))
     result.normalized = {
         "platform": platform,
         "platform_name": name,
@@ -169,6 +171,39 @@ def validate(config):
         "module_args": _module_args(effective),
     }
     return result
+
+
+def _same_user(a, b):
+    return (a or "") == (b or "")
+
+
+def check_driver_persistenced(result, config, persistence_mode):
+    """Both roles write the one nvidia-persistenced drop-in: where the host also declares the
+    nvidia_driver values (``__nvidia_driver_declared``: those of nvidia_driver_persistence_mode,
+    _persistenced_user and _persistenced_path defined for the host), values that differ from
+    gpu_tuning's would rewrite the file on every run. Checked wherever the daemon may keep
+    persistence mode (a managed persistence mode, method auto or daemon), before any change."""
+    if persistence_mode is None or config.get("gpu_tuning_persistence_method") == "legacy":
+        return
+    declared = config.get("__nvidia_driver_declared") or {}
+    if not declared:
+        return
+    mode = declared.get("nvidia_driver_persistence_mode", persistence_mode)
+    user = declared.get("nvidia_driver_persistenced_user", config.get("gpu_tuning_persistenced_user"))
+    path = declared.get("nvidia_driver_persistenced_path", config.get("gpu_tuning_persistenced_path"))
+    if (bool(mode) == bool(persistence_mode) and _same_user(user, config.get("gpu_tuning_persistenced_user"))
+            and path == config.get("gpu_tuning_persistenced_path")):
+        return
+
+    def shown(name):
+        return json.dumps(declared[name]) if name in declared else '"unset"'
+    result.error_text(
+        "gpu_tuning_persistence_mode / gpu_tuning_persistenced_user / gpu_tuning_persistenced_path (%s, %s, %s) "
+        "differ from nvidia_driver_persistence_mode / _persistenced_user / _persistenced_path (%s, %s, %s) on "
+        "this host; both roles write the one nvidia-persistenced drop-in; allowed: the same values in both roles"
+        % (json.dumps(persistence_mode), json.dumps(config.get("gpu_tuning_persistenced_user")),
+           json.dumps(config.get("gpu_tuning_persistenced_path")), shown("nvidia_driver_persistence_mode"),
+           shown("nvidia_driver_persistenced_user"), shown("nvidia_driver_persistenced_path")))
 
 
 def _module_args(effective):

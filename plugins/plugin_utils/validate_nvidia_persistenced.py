@@ -4,8 +4,8 @@
 """The values of the nvidia-persistenced drop-in's ``ExecStart`` (role nvidia_driver).
 
 Checked by the role's validator (main entry point, site.yml's validate play) and, for the
-shared entry point ``tasks_from: persistenced`` that gpu_tuning calls with its own values, by
-one ``dgxops.fleet.validate`` task (area ``nvidia_persistenced``). Types and the start policy's
+shared entry point ``tasks_from: persistenced`` called with other values, by one
+``dgxops.fleet.validate`` task (area ``nvidia_persistenced``). Types and the start policy's
 choices are the argument specs' (both entry points); what they cannot say is checked here.
 """
 

@@ -13,7 +13,7 @@ import pytest
 
 UNIT = "dgxops-gpu-tuning.service"
 DROPIN_DIR = "/etc/systemd/system/nvidia-persistenced.service.d"
-DROPIN = DROPIN_DIR + "/dgxops.conf"  # owned by nvidia_driver (tasks_from: persistenced)
+DROPIN = DROPIN_DIR + "/dgxops.conf"  # the nvidia_driver role's (the nvidia_persistenced module writes it)
 OLD_DROPIN = DROPIN_DIR + "/dgxops-persistence-mode.conf"  # written by gpu_tuning before
 SCENARIO = os.path.join(os.path.dirname(__file__), "..")
 
@@ -107,7 +107,7 @@ def test_persistence_method_matches_the_node(host):
     if name_of(host) == "gpu-h100":
         assert dropin.exists
         assert dropin.mode == 0o644
-        # the nvidia_driver role's drop-in (tasks_from: persistenced), not a gpu_tuning one
+        # the nvidia_driver role's drop-in (its text is the nvidia_persistenced module's), not a gpu_tuning one
         assert "Managed by Ansible: dgxops.fleet.nvidia_driver" in dropin.content_string
         assert persistenced_argv(host) == [
             "/usr/bin/nvidia-persistenced", "--user", "nvidia-persistenced", "--persistence-mode", "--verbose"]

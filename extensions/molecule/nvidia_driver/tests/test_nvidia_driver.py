@@ -235,7 +235,7 @@ def test_persistenced_has_one_managed_dropin(host):
 
 
 def test_persistenced_entry_point_parameters(host):
-    """tasks_from: persistenced as gpu_tuning calls it: mode off, no --user, started; the same
+    """tasks_from: persistenced with gpu_tuning-like values: mode off, no --user, started; the same
     drop-in file, no second one; idempotent; then back to defaults (restarted with them)."""
     extra = {"nvidia_driver_persistence_mode": False, "nvidia_driver_persistenced_user": "",
              "nvidia_driver_persistenced_state": "started"}

@@ -200,6 +200,28 @@ def test_roles_checks_the_declared_state_across_roles(tmp_path):
     assert "standalone" in proc.stdout and "MIG" in proc.stdout
 
 
+def test_roles_checks_the_persistenced_values_both_roles_write(tmp_path):
+    # site.yml's driver and gpu_tuning plays write the one nvidia-persistenced drop-in: a host that
+    # sets only gpu_tuning's user would have it rewritten (and the daemon restarted) twice per run
+    driver = {"nvidia_driver_branch": "580", "nvidia_driver_flavour": "open"}
+    proc = run_play(tmp_path, roles_task(["nvidia_driver", "gpu_tuning"]),
+                    dict(driver, gpu_tuning_persistenced_user=None, gpu_tuning_platform="dgx_h100"))
+    text = " ".join(proc.stdout.split())
+    assert proc.returncode == 2, proc.stdout
+    assert ('gpu_tuning_persistence_mode / gpu_tuning_persistenced_user / gpu_tuning_persistenced_path '
+            '(true, null, "/usr/bin/nvidia-persistenced") differ from nvidia_driver_persistence_mode / '
+            '_persistenced_user / _persistenced_path (true, "nvidia-persistenced", "/usr/bin/nvidia-persistenced")'
+            in text), text
+    # the same values in both roles pass; so does gpu_tuning alone (its values are then the only ones)
+    ok = run_play(tmp_path, roles_task(["nvidia_driver", "gpu_tuning"]),
+                  dict(driver, gpu_tuning_persistenced_user=None, nvidia_driver_persistenced_user="",
+                       gpu_tuning_platform="dgx_h100"))
+    assert ok.returncode == 0, ok.stdout
+    alone = run_play(tmp_path, roles_task(["gpu_tuning"]),
+                     {"gpu_tuning_persistenced_user": None, "gpu_tuning_platform": "dgx_h100"})
+    assert alone.returncode == 0, alone.stdout
+
+
 def test_roles_checks_the_tenants_cpu_lists_against_the_gathered_cpu_count(tmp_path):
     # the validate play gathers the hardware facts where a tenant pins CPUs; the roles task then
     # refuses a CPU list beyond the node's CPUs (site.yml needs no second task for it)

@@ -1,5 +1,7 @@
 """Unit tests of the nvidia_gpu diff logic (pure functions) and the gpu_tuning validator."""
 
+import json
+
 import pytest
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import nvidia_gpu_state as S
@@ -355,6 +357,39 @@ def test_validator_spark_manages_no_persistence_and_warns_on_power():
 def test_validator_rejects_bad_values(over, fragment):
     res = V.validate(role_config(**over))
     assert any(fragment in e for e in res.errors), res.errors
+
+
+# Formerly an assert task of the role (tasks/persistence_checks.yml) run on every host where the
+# daemon kept persistence mode; now the controller's, before any host changes.
+@pytest.mark.parametrize("declared, over", [
+    ({"nvidia_driver_persistence_mode": False}, {}),  # the platform default (on) against the driver's off
+    ({"nvidia_driver_persistence_mode": True}, {"gpu_tuning_persistence_mode": False}),
+    ({"nvidia_driver_persistenced_user": "root"}, {}),
+    ({"nvidia_driver_persistenced_path": "/opt/nvidia/bin/nvidia-persistenced"}, {}),
+])
+def test_validator_refuses_driver_persistenced_values_that_differ(declared, over):
+    res = V.validate(role_config(__nvidia_driver_declared=declared, **over))
+    assert len(res.errors) == 1, res.errors
+    msg = res.errors[0]
+    assert msg.startswith("gpu_tuning_persistence_mode / gpu_tuning_persistenced_user / gpu_tuning_persistenced_path (")
+    assert "differ from nvidia_driver_persistence_mode / _persistenced_user / _persistenced_path (" in msg
+    assert msg.endswith("allowed: the same values in both roles")
+    for name, value in declared.items():
+        assert json.dumps(value) in msg, (name, msg)
+
+
+@pytest.mark.parametrize("declared, over", [
+    ({}, {}),
+    ({"nvidia_driver_persistence_mode": True, "nvidia_driver_persistenced_user": "nvidia-persistenced",
+      "nvidia_driver_persistenced_path": "/usr/bin/nvidia-persistenced"}, {}),
+    ({"nvidia_driver_persistenced_user": ""}, {"gpu_tuning_persistenced_user": None}),  # both: no --user
+    # the daemon does not keep persistence mode: nothing to agree on
+    ({"nvidia_driver_persistence_mode": False}, {"gpu_tuning_persistence_method": "legacy"}),
+    ({"nvidia_driver_persistence_mode": False}, {"gpu_tuning_platform": "dgx_spark", "gpu_tuning_platform_data": SPARK_DATA}),
+])
+def test_validator_accepts_driver_persistenced_values_that_agree(declared, over):
+    res = V.validate(role_config(__nvidia_driver_declared=declared, **over))
+    assert res.errors == []
 
 
 def test_validator_warns_about_acp():

@@ -184,3 +184,26 @@ def test_the_driver_repository_and_layout_are_resolved_by_the_validator(facts, o
     assert result.normalized["source_url"] == source
     assert result.normalized["layout_name"] == layout
     assert result.normalized["layout_data"] == role_vars["__nvidia_driver_layouts"][layout]
+
+
+def test_gpu_tuning_sees_the_nvidia_driver_persistenced_values_declared_for_the_host():
+    config = role_inputs.collect("gpu_tuning", getter(defaults("gpu_tuning")))
+    assert config["__nvidia_driver_declared"] == {}
+    values = dict(defaults("gpu_tuning"), nvidia_driver_persistence_mode=False, nvidia_driver_persistenced_user=None)
+    config = role_inputs.collect("gpu_tuning", getter(values))
+    assert config["__nvidia_driver_declared"] == {"nvidia_driver_persistence_mode": False,
+                                                  "nvidia_driver_persistenced_user": None}
+
+
+def test_what_the_nvidia_driver_role_writes_into_the_persistenced_dropin():
+    values = defaults("nvidia_driver")
+    assert role_inputs.nvidia_driver_persistenced(getter(values)) == {
+        "nvidia_driver_persistence_mode": True, "nvidia_driver_persistenced_user": "nvidia-persistenced",
+        "nvidia_driver_persistenced_path": "/usr/bin/nvidia-persistenced"}
+    # the driver play renders the host's gpu_tuning_persistence_mode where it is a boolean
+    mode = role_inputs.nvidia_driver_persistenced(getter(dict(values, gpu_tuning_persistence_mode=False)))
+    assert mode["nvidia_driver_persistence_mode"] is False
+    unset = role_inputs.nvidia_driver_persistenced(getter(dict(values, gpu_tuning_persistence_mode=None)))
+    assert unset["nvidia_driver_persistence_mode"] is True
+    # the role leaves the daemon alone: nothing to agree on
+    assert role_inputs.nvidia_driver_persistenced(getter(dict(values, nvidia_driver_persistenced=False))) == {}
