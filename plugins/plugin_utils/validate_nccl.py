@@ -19,7 +19,7 @@ Why NCCL needs its own validator (behaviour verified on libnccl 2.32.3, see
 dict is what the role renders (``settings`` as strings, sorted), so the file
 on the node is exactly what was checked here.
 
-Standard library only (runs on the controller and must import on Python 3.9).
+Standard library and ansible-core only (runs on the controller).
 """
 
 from __future__ import absolute_import, division, print_function
