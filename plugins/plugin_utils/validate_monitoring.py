@@ -25,7 +25,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_int, check_distribution, to_bool
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_int, check_distribution, is_bool, to_bool
 
 _DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 # The node's DCGM host engine (nv-hostengine of nvidia-dcgm.service listens on localhost:5555).
@@ -154,7 +154,7 @@ def validate(config):
         power = None
     if power is not None:
         try:
-            if isinstance(power, bool):
+            if is_bool(power):
                 raise ValueError
             power = float(power)
             if not 1 <= power <= 2000:

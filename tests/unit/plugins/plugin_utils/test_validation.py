@@ -176,3 +176,51 @@ def test_as_int_strict_takes_an_integer_and_checks_the_range():
     assert as_int("mig_boot_timeout", 300, errors, 30, 3600, strict=True) == 300
     assert as_int("mig_boot_timeout", 3601, errors, 30, 3600, strict=True) is None
     assert errors == ["mig_boot_timeout: invalid value 3601; allowed: an integer from 30 to 3600"]
+
+
+# --------------------------------------------------------------------------- the validators' strict checks
+# Role variables the tasks read as they are keep wanting a YAML boolean / integer (the argument spec
+# would let "no" or "300" through); the messages stay what they were.
+def _errors_for(module, config, variable):
+    from importlib import import_module
+    validator = import_module("ansible_collections.dgxops.fleet.plugins.plugin_utils." + module)
+    return [e for e in validator.validate(config).errors if e.startswith(variable + ":")]
+
+
+@pytest.mark.parametrize("module, variable, value, allowed", [
+    ("validate_mig", "mig_reboot", "no", "true or false"),
+    ("validate_mig", "mig_boot_unit", 1, "true or false"),
+    ("validate_mig", "mig_boot_timeout", "300", "an integer number of seconds from 30 to 3600"),
+    ("validate_mig", "mig_reboot_timeout", True, "an integer number of seconds from 60 to 7200"),
+    ("validate_mig", "mig_reboot_timeout", 59, "an integer number of seconds from 60 to 7200"),
+    ("validate_tenant_isolation", "tenant_isolation_restart_units", "yes", "true or false"),
+    ("validate_gpu_tuning", "gpu_tuning_boot_unit_timeout", "300", "whole seconds from 10 to 3600"),
+    ("validate_gpu_tuning", "gpu_tuning_boot_unit_enabled", "true", "true or false"),
+    ("validate_nvidia_driver", "nvidia_driver_reboot", "yes", "true or false"),
+    ("validate_nvidia_driver", "nvidia_driver_nvswitch", "false", "null (from facts), true or false"),
+    ("validate_nvidia_driver", "nvidia_driver_reboot_timeout", "900", "an integer number of seconds from 60 to 7200"),
+])
+def test_strict_checks_keep_their_messages(module, variable, value, allowed):
+    assert _errors_for(module, {variable: value}, variable) == [
+        "%s: invalid value %r; allowed: %s" % (variable, value, allowed)]
+
+
+@pytest.mark.parametrize("module, variable, value", [
+    ("validate_mig", "mig_reboot", False),
+    ("validate_mig", "mig_boot_timeout", 480),
+    ("validate_tenant_isolation", "tenant_isolation_restart_units", True),
+    ("validate_gpu_tuning", "gpu_tuning_boot_unit_timeout", 300),
+    ("validate_nvidia_driver", "nvidia_driver_nvswitch", None),
+    ("validate_nvidia_driver", "nvidia_driver_reboot_timeout", 900),
+])
+def test_strict_checks_take_the_real_type(module, variable, value):
+    assert _errors_for(module, {variable: value}, variable) == []
+
+
+@pytest.mark.parametrize("cpu_weight, ok", [(100, True), ("idle", True), ("100", False), (True, False), (0, False)])
+def test_tenant_numbers_stay_strict(cpu_weight, ok):
+    errors = _errors_for("validate_tenant_isolation",
+                         {"tenant_isolation_tenants": [{"name": "a", "cpu_weight": cpu_weight}]},
+                         "tenant_isolation_tenants[a].cpu_weight")
+    assert errors == ([] if ok else ["tenant_isolation_tenants[a].cpu_weight: invalid value %r; allowed: an integer "
+                                     "from 1 to 10000, or idle" % (cpu_weight,)])
