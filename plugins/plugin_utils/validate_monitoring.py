@@ -38,6 +38,8 @@ _FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9._-]*(=.*)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 # node exporter flags the role sets itself
 _OWNED_FLAGS = ("--web.listen-address", "--collector.textfile.directory", "--web.config.file")
+
+
 def _abs_path(result, name, value):
     if not isinstance(value, str) or not value.startswith("/") or any(c in value for c in " \t\n'\"\\"):
         result.error(name, value, "an absolute path without spaces or quotes")
@@ -188,8 +190,8 @@ def validate(config):
         norm["dcgm_pins"] = pins
         norm["dcgm_package_names"] = list(packages) + [get("monitoring_dcgm_exporter_package", "")]
         _abs_path(result, "monitoring_dcgm_exporter_binary", get("monitoring_dcgm_exporter_binary"))
-        interval_ms = as_int("monitoring_dcgm_exporter_interval_ms", get("monitoring_dcgm_exporter_interval_ms", 10000), result,
-                           100, 3600000)
+        interval_ms = as_int("monitoring_dcgm_exporter_interval_ms", get("monitoring_dcgm_exporter_interval_ms", 10000),
+                             result, 100, 3600000)
         # -r: use the node's DCGM host engine (nvidia-dcgm, port 5555) instead of starting an embedded
         # one beside it: two host engines fight over the profiling metrics, a system-wide lock before
         # Hopper, so dcgmi profiling and Nsight Compute would fail (dcgm-exporter README, read 2026-12-03:

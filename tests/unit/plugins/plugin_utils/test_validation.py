@@ -53,7 +53,7 @@ def test_to_bool_reads_what_an_argument_spec_reads(value):
 ])
 def test_to_int_reads(value, expected):
     number = to_int(value)
-    assert number == expected and type(number) is int
+    assert number == expected and isinstance(number, int) and not isinstance(number, bool)
 
 
 @pytest.mark.parametrize("value", [
