@@ -21,6 +21,8 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import to_bool
+
 ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
 _SPEC_CACHE = {}
 _DATA_CACHE = {}
@@ -160,8 +162,8 @@ def _monitoring(get):
 
 
 def _nccl(get):
-    # the Open MPI settings count only where the role writes them
-    enabled = bool(get("nccl_mpi_enabled", False))
+    # the Open MPI settings count only where the role writes them (when: nccl_mpi_enabled | bool)
+    enabled = to_bool(get("nccl_mpi_enabled", False)) is True
     return {
         "nccl_mpi_mca_params": get("nccl_mpi_mca_params", {}) if enabled else {},
         "nccl_mpi_mca_params_absent": get("nccl_mpi_mca_params_absent", []) if enabled else [],

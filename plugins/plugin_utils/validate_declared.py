@@ -34,7 +34,7 @@ import re
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import mig_profiles
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, is_int
 
 # spark-rapids docs (tuning guide, "Number of Concurrent Tasks per GPU"): 2-4 is the useful
 # range; beyond the executor cores it never helps.  More than this is refused as a typo.
@@ -106,11 +106,11 @@ def check_mig(result, config, facts):
 
 def check_gpu_indexes(result, variable, selectors, facts):
     count = facts.get("gpu_count")
-    if not isinstance(count, int) or isinstance(count, bool) or not isinstance(selectors, list):
+    if not is_int(count) or not isinstance(selectors, list):
         return
     for item in selectors:
         index = None
-        if isinstance(item, int) and not isinstance(item, bool):
+        if is_int(item):
             index = item
         elif isinstance(item, str) and item.strip().isdigit():
             index = int(item)
@@ -130,7 +130,7 @@ def _cpu_max(text):
 
 
 def check_tenants(result, tenants, vcpus):
-    if not isinstance(tenants, list) or not isinstance(vcpus, int) or isinstance(vcpus, bool) or vcpus < 1:
+    if not isinstance(tenants, list) or not is_int(vcpus) or vcpus < 1:
         return
     for pos, tenant in enumerate(tenants):
         if not isinstance(tenant, dict) or tenant.get("allowed_cpus") is None:

@@ -22,37 +22,19 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, is_int
 
 AREAS = ("identity", "driver", "gpu_tuning", "storage", "nccl", "mig", "isolation", "spark", "monitoring")
-# the strings ansible-core's ``bool`` filter and argument specs read as booleans
-TRUE_STRINGS = ("true", "yes", "on", "1", "y", "t")
-FALSE_STRINGS = ("false", "no", "off", "0", "n", "f")
 _PERCENT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _INT_RE = re.compile(r"^\s*\d+\s*$")
 SERIAL_ALLOWED = ("a positive integer (hosts per batch), a percentage such as '25%' (1-100%), or a "
                   "list of those (growing batches, e.g. [1, '10%', '100%'])")
 
 
-def as_bool(value):
-    """``True``/``False`` for a boolean or a boolean string, ``None`` for anything else."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in TRUE_STRINGS:
-            return True
-        if text in FALSE_STRINGS:
-            return False
-    return None
-
-
 def _serial_item_ok(item):
-    if isinstance(item, bool):
-        return False
-    if isinstance(item, int):
+    # what ansible-core's batching reads (int() of a string, not the argument specs' int: "2.0"
+    # would crash it), so not validation.to_int
+    if is_int(item):
         return item >= 1
     if isinstance(item, str):
         if _INT_RE.match(item):
@@ -69,15 +51,8 @@ def check_serial(result, value):
 
 
 def check_max_fail(result, value):
-    number = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        number = value
-    elif isinstance(value, str) and _INT_RE.match(value):
-        number = int(value)
-    if number is None or not 0 <= number <= 100:
-        result.error("dgxops_max_fail_percentage", value,
-                     "an integer percentage from 0 to 100 (abort an area when more than this share "
-                     "of a batch fails)")
+    as_int("dgxops_max_fail_percentage", value, result, 0, 100,
+           allowed="an integer percentage from 0 to 100 (abort an area when more than this share of a batch fails)")
 
 
 def collect(names, get):
@@ -110,9 +85,8 @@ def validate(config):
             result.error(name, enable[name], "no such area; the dgxops_enable_<area> variables are "
                          + ", ".join("dgxops_enable_" + a for a in AREAS))
             continue
-        flag = as_bool(enable[name])
+        flag = as_bool(name, enable[name], result, "true or false (also yes/no, on/off, 1/0)")
         if flag is None:
-            result.error(name, enable[name], "true or false (also yes/no, on/off, 1/0)")
             continue
         normalized[area] = flag
     result.normalized = {"enable": normalized}

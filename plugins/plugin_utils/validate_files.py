@@ -23,7 +23,7 @@ __metaclass__ = type
 import posixpath
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, is_int
 
 # Files other packages own; a role must never replace them (the fstab role edits /etc/fstab in
 # place through its own module and has no path variable for it).
@@ -109,7 +109,7 @@ def check_path(result, variable, value):
 
 def check_mode(result, variable, value):
     # an integer is the mode itself, as Ansible's file modules read it (YAML 0644 is 420)
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o7777:
+    if is_int(value) and 0 <= value <= 0o7777:
         bits = value
     elif isinstance(value, str) and _MODE_RE.match(value):
         bits = int(value, 8)

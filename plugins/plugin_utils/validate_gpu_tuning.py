@@ -22,7 +22,7 @@ import json
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.nvidia_gpu_state import check_options
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, int_allowed, is_int
 
 PREFIX = "gpu_tuning_"
 PLATFORMS = ("dgx_a100", "dgx_h100", "dgx_h200", "dgx_spark", "generic")
@@ -36,9 +36,7 @@ _USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 
 def _selector_ok(sel):
-    if isinstance(sel, bool):
-        return False
-    if isinstance(sel, int):
+    if is_int(sel):
         return 0 <= sel <= 63
     if not isinstance(sel, str):
         return False
@@ -77,7 +75,7 @@ def validate(config):
         count = data.get("gpu_count")
         if count:
             for i, sel in enumerate(gpus):
-                idx = sel if isinstance(sel, int) and not isinstance(sel, bool) else (
+                idx = sel if is_int(sel) else (
                     int(sel) if isinstance(sel, str) and sel.strip().isdigit() else None)
                 if idx is not None and idx >= count:
                     result.error("gpu_tuning_gpus[%d]" % i, sel, "an index 0-%d (%s has %d GPUs)"
@@ -108,14 +106,13 @@ def validate(config):
         result.error("gpu_tuning_persistenced_path", path, "an absolute path")
     if get("gpu_tuning_on_unsupported") not in ("warn", "fail"):
         result.error("gpu_tuning_on_unsupported", get("gpu_tuning_on_unsupported"), "warn or fail")
-    if not isinstance(get("gpu_tuning_boot_unit_enabled"), bool):
-        result.error("gpu_tuning_boot_unit_enabled", get("gpu_tuning_boot_unit_enabled"), "true or false")
+    as_bool("gpu_tuning_boot_unit_enabled", get("gpu_tuning_boot_unit_enabled"), result, strict=True)
     before = get("gpu_tuning_boot_unit_before")
     if not isinstance(before, list) or not all(isinstance(u, str) and _UNIT_RE.match(u) for u in before):
         result.error("gpu_tuning_boot_unit_before", before, "a list of systemd unit names (for example slurmd.service)")
-    timeout = get("gpu_tuning_boot_unit_timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, int) or not 10 <= timeout <= 3600:
-        result.error("gpu_tuning_boot_unit_timeout", timeout, "whole seconds from 10 to 3600")
+    # strict: the boot unit's template writes it as it is (TimeoutStartSec=)
+    as_int("gpu_tuning_boot_unit_timeout", get("gpu_tuning_boot_unit_timeout"), result, 10, 3600, strict=True,
+           allowed=int_allowed(10, 3600, "whole seconds"))
 
     # Static platform limits (the module checks each GPU's exact limits on the node).
     name = data.get("name", platform)

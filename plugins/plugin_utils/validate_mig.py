@@ -22,7 +22,7 @@ import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_layout as ml
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_mig_devices
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, int_allowed
 
 GPU_MODELS = ("a100-40gb", "a100-80gb", "h100", "h200")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
@@ -40,13 +40,15 @@ def _layout_errors(result, variable, layout):
 
 def validate(config):
     result = ValidationResult()
+    # strict: the tasks read these as they are (when: mig_reboot, TimeoutStartSec={{ mig_boot_timeout }},
+    # mig_reboot_timeout + 300), where a string the argument spec accepts ("no", "300") misbehaves
     for key in BOOLS:
-        if key in config and not isinstance(config[key], bool):
-            result.error(key, config[key], "true or false")
+        if key in config:
+            as_bool(key, config[key], result, strict=True)
     for key, low, high in (("mig_boot_timeout", 30, 3600), ("mig_reboot_timeout", 60, 7200)):
-        value = config.get(key)
-        if key in config and (not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high):
-            result.error(key, value, "an integer number of seconds from %d to %d" % (low, high))
+        if key in config:
+            as_int(key, config[key], result, low, high, strict=True,
+                   allowed=int_allowed(low, high, "an integer number of seconds"))
 
     model = config.get("mig_gpu_model")
     if model not in GPU_MODELS:

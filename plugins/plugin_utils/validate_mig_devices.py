@@ -16,14 +16,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import mig_devices as md
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool
 
 
 def check(config, result):
     """Add errors and warnings to ``result``; return the normalised settings."""
     restrict = config.get("mig_device_restrict_unassigned", True)
-    if not isinstance(restrict, bool):
-        result.error("mig_device_restrict_unassigned", restrict, "true or false")
+    as_bool("mig_device_restrict_unassigned", restrict, result, strict=True)
     try:
         entries, warnings = md.normalize_access(config.get("mig_device_access", []), "mig_device_access")
     except md.DeviceAccessError as exc:

@@ -15,7 +15,7 @@ What it catches before any host changes:
 ``normalized`` holds what the role renders: the argv of both exporters, the pinned package
 specs, the declared driver/power values and the scrape address.
 
-Standard library only (runs on the controller and must import on Python 3.9).
+Standard library and ansible-core only (runs on the controller).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -25,7 +25,7 @@ __metaclass__ = type
 import ipaddress
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, check_distribution
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_int, check_distribution, is_bool, to_bool
 
 _DEB_VERSION_RE = re.compile(r"^([0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 # The node's DCGM host engine (nv-hostengine of nvidia-dcgm.service listens on localhost:5555).
@@ -38,26 +38,6 @@ _FLAG_RE = re.compile(r"^--[a-z0-9][a-z0-9._-]*(=.*)?$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 # node exporter flags the role sets itself
 _OWNED_FLAGS = ("--web.listen-address", "--collector.textfile.directory", "--web.config.file")
-_TRUE = (True, "true", "True", "yes", "1", 1)
-
-
-def _bool(value):
-    return value in _TRUE
-
-
-def _int(result, name, value, lo, hi):
-    if isinstance(value, bool):
-        result.error(name, value, "an integer from %d to %d" % (lo, hi))
-        return None
-    try:
-        number = int(str(value).strip())
-    except (TypeError, ValueError):
-        result.error(name, value, "an integer from %d to %d" % (lo, hi))
-        return None
-    if not lo <= number <= hi:
-        result.error(name, value, "an integer from %d to %d" % (lo, hi))
-        return None
-    return number
 
 
 def _abs_path(result, name, value):
@@ -93,20 +73,20 @@ def validate(config):
     if ip is None:
         result.error("monitoring_listen_address", listen,
                      "an IP address literal (127.0.0.1, ::1, the node's management address, 0.0.0.0 or ::)")
-    node_on = _bool(get("monitoring_node_exporter_enabled", True))
-    dcgm_on = _bool(get("monitoring_dcgm_enabled", True))
-    textfile_on = _bool(get("monitoring_textfile_enabled", True))
-    node_port = _int(result, "monitoring_node_exporter_port", get("monitoring_node_exporter_port", 9100), 1, 65535)
-    dcgm_port = _int(result, "monitoring_dcgm_exporter_port", get("monitoring_dcgm_exporter_port", 9400), 1, 65535)
+    node_on = to_bool(get("monitoring_node_exporter_enabled", True))
+    dcgm_on = to_bool(get("monitoring_dcgm_enabled", True))
+    textfile_on = to_bool(get("monitoring_textfile_enabled", True))
+    node_port = as_int("monitoring_node_exporter_port", get("monitoring_node_exporter_port", 9100), result, 1, 65535)
+    dcgm_port = as_int("monitoring_dcgm_exporter_port", get("monitoring_dcgm_exporter_port", 9400), result, 1, 65535)
     if node_on and dcgm_on and node_port is not None and node_port == dcgm_port:
         result.error_text("monitoring_dcgm_exporter_port: invalid value %r; allowed: a port other than "
                           "monitoring_node_exporter_port (%d), both exporters listen on %s"
                           % (dcgm_port, node_port, listen))
 
     server = str(get("monitoring_prometheus_server", "") or "")
-    if server and not _bool(get("monitoring_prometheus_server_known", True)):
+    if server and not to_bool(get("monitoring_prometheus_server_known", True)):
         result.error("monitoring_prometheus_server", server, "an inventory host name, or \"\" for no server files")
-    if ip is not None and ip.is_loopback and server and not _bool(get("monitoring_prometheus_server_is_self", True)):
+    if ip is not None and ip.is_loopback and server and not to_bool(get("monitoring_prometheus_server_is_self", True)):
         result.error_text(
             "monitoring_listen_address: invalid value %r; allowed: an address %s can reach (the node's "
             "management address, or 0.0.0.0 behind a firewall), because monitoring_prometheus_server is %r "
@@ -162,7 +142,7 @@ def validate(config):
                               "monitoring_node_exporter_enabled is false (nothing would read the textfile)")
         _abs_path(result, "monitoring_nvidia_smi", get("monitoring_nvidia_smi"))
         _abs_path(result, "monitoring_mig_layout_path", get("monitoring_mig_layout_path"))
-        _int(result, "monitoring_textfile_interval_seconds", get("monitoring_textfile_interval_seconds", 60), 10, 86400)
+        as_int("monitoring_textfile_interval_seconds", get("monitoring_textfile_interval_seconds", 60), result, 10, 86400)
 
     driver = get("monitoring_declared_driver_version")
     driver = "" if driver is None else str(driver).strip()
@@ -176,7 +156,7 @@ def validate(config):
         power = None
     if power is not None:
         try:
-            if isinstance(power, bool):
+            if is_bool(power):
                 raise ValueError
             power = float(power)
             if not 1 <= power <= 2000:
@@ -210,8 +190,8 @@ def validate(config):
         norm["dcgm_pins"] = pins
         norm["dcgm_package_names"] = list(packages) + [get("monitoring_dcgm_exporter_package", "")]
         _abs_path(result, "monitoring_dcgm_exporter_binary", get("monitoring_dcgm_exporter_binary"))
-        interval_ms = _int(result, "monitoring_dcgm_exporter_interval_ms", get("monitoring_dcgm_exporter_interval_ms", 10000),
-                           100, 3600000)
+        interval_ms = as_int("monitoring_dcgm_exporter_interval_ms", get("monitoring_dcgm_exporter_interval_ms", 10000),
+                             result, 100, 3600000)
         # -r: use the node's DCGM host engine (nvidia-dcgm, port 5555) instead of starting an embedded
         # one beside it: two host engines fight over the profiling metrics, a system-wide lock before
         # Hopper, so dcgmi profiling and Nsight Compute would fail (dcgm-exporter README, read 2026-12-03:
@@ -220,9 +200,9 @@ def validate(config):
                                       "-f", "/etc/dgxops/monitoring/dcgm-counters.csv",
                                       "-r", DCGM_HOSTENGINE]
 
-        if _bool(get("monitoring_dcgm_repo_manage", False)):
+        if to_bool(get("monitoring_dcgm_repo_manage", False)):
             url = str(get("monitoring_dcgm_repo_url", "") or "")
-            trusted = _bool(get("monitoring_dcgm_repo_trusted", False))
+            trusted = to_bool(get("monitoring_dcgm_repo_trusted", False))
             if not re.match(r"^(https://|http://|file:/)[^\s]+/$", url):
                 result.error("monitoring_dcgm_repo_url", url,
                              "the flat repository URL ending in / (https://.../ or file:/path/), required with "

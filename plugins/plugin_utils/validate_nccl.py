@@ -19,7 +19,7 @@ Why NCCL needs its own validator (behaviour verified on libnccl 2.32.3, see
 dict is what the role renders (``settings`` as strings, sorted), so the file
 on the node is exactly what was checked here.
 
-Standard library only (runs on the controller and must import on Python 3.9).
+Standard library and ansible-core only (runs on the controller).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,7 +31,7 @@ import os
 import re
 from xml.etree import ElementTree
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, is_bool, is_int
 
 # NCCL cuts keys and values at 1023 characters (src/misc/param.cc).
 MAX_VALUE_LEN = 1023
@@ -254,10 +254,10 @@ class _Checker:
     # ---------------------------------------------------------------- values
     def as_text(self, var, value, allow_empty=False):
         """Return the value as the exact text NCCL will see, or None after an error."""
-        if isinstance(value, bool):
+        if is_bool(value):
             # YAML true/false would render as True/False; strtoll reads both as 0.
             return "1" if value else "0"
-        if isinstance(value, int):
+        if is_int(value):
             return str(value)
         if isinstance(value, float):
             self.r.error(var, value, "an integer or a string (NCCL parses numbers with strtoll, "
@@ -287,9 +287,9 @@ class _Checker:
         return value
 
     def check_int(self, var, value, spec):
-        if isinstance(value, bool):
+        if is_bool(value):
             text = "1" if value else "0"
-        elif isinstance(value, int):
+        elif is_int(value):
             text = str(value)
         elif isinstance(value, str) and _INT_RE.match(value):
             text = value
@@ -309,7 +309,7 @@ class _Checker:
 
     def check_pathlevel(self, var, value):
         """A path type name (case-sensitive) or a legacy integer level, as ncclGetLevel reads them."""
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             text = str(value)
         elif isinstance(value, str):
             text = value
@@ -559,9 +559,9 @@ def _validate_mca(r, params, var="nccl_mpi_mca_params"):
             r.error(kvar, key, "an MCA parameter name: lower case letters, digits and '_' "
                                "(e.g. btl, btl_tcp_if_include); not the 'OMPI_MCA_' environment form")
             continue
-        if isinstance(value, bool):
+        if is_bool(value):
             text = "1" if value else "0"
-        elif isinstance(value, int):
+        elif is_int(value):
             text = str(value)
         elif isinstance(value, str):
             text = value
@@ -644,7 +644,7 @@ def _validate_environment(r, env, var="nccl_mpi_environment"):
             r.error(kvar, key, "a non-NCCL variable: put NCCL settings in nccl_settings so they "
                                "reach every process through nccl.conf, not only login shells")
             continue
-        if isinstance(value, bool):
+        if is_bool(value):
             text = "1" if value else "0"
         elif isinstance(value, (int, str)):
             text = str(value)

@@ -24,7 +24,15 @@ import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils import driver_support
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import validate_nvidia_persistenced
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, check_distribution
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import (
+    ValidationResult,
+    as_bool,
+    as_int,
+    check_distribution,
+    int_allowed,
+    is_bool,
+    is_int,
+)
 
 FLAVOURS = ("auto", "open", "proprietary")
 LAYOUTS = ("", "ubuntu", "debian")
@@ -76,7 +84,7 @@ OUTDATED_OPTIONS = {
 
 
 def _branch(value):
-    if isinstance(value, bool):
+    if is_bool(value):
         return None
     if isinstance(value, int):
         value = str(value)
@@ -89,9 +97,9 @@ def _option_value(name, value, kind, detail, result, variable):
     """Return the rendered value or None after recording an error."""
     var = "%s[%s]" % (variable, name)
     if kind == "bool01":
-        if isinstance(value, bool):
+        if is_bool(value):
             return "1" if value else "0"
-        if isinstance(value, int) and value in (0, 1):
+        if is_int(value) and value in (0, 1):
             return str(value)
         if isinstance(value, str) and value.strip() in ("0", "1"):
             return value.strip()
@@ -99,7 +107,7 @@ def _option_value(name, value, kind, detail, result, variable):
         return None
     if kind in ("uint", "enum"):
         number = None
-        if isinstance(value, int) and not isinstance(value, bool):
+        if is_int(value):
             number = value
         elif isinstance(value, str) and re.match(r"^(0x[0-9a-fA-F]+|[0-9]+)$", value.strip()):
             number = int(value.strip(), 0) if value.strip().startswith("0x") else int(value.strip(), 10)
@@ -113,7 +121,7 @@ def _option_value(name, value, kind, detail, result, variable):
             return None
         return str(number)
     if kind == "mode":
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o777:
+        if is_int(value) and 0 <= value <= 0o777:
             # YAML 1.1 reads 0660 as octal 432; render it back in octal
             return "0%o" % value
         if isinstance(value, str) and re.match(r"^0[0-7]{3}$", value.strip()):
@@ -128,7 +136,7 @@ def _option_value(name, value, kind, detail, result, variable):
     # string
     if isinstance(value, str) and value and _SAFE_STRING_RE.match(value):
         return value
-    if isinstance(value, int) and not isinstance(value, bool):
+    if is_int(value):
         return str(value)
     result.error(var, value, "a non-empty string without whitespace, quotes, '#' or backslashes")
     return None
@@ -242,13 +250,13 @@ def validate(config):
     norm["layout"] = layout
 
     nvswitch = config.get("nvidia_driver_nvswitch")
-    if nvswitch is not None and not isinstance(nvswitch, bool):
-        result.error("nvidia_driver_nvswitch", nvswitch, "null (from facts), true or false")
+    if nvswitch is not None:
+        # strict: detect.yml uses the value as it is (a string "false" would be taken as true)
+        as_bool("nvidia_driver_nvswitch", nvswitch, result, "null (from facts), true or false", strict=True)
 
     repo_url = config.get("nvidia_driver_repo_url") or ""
     trusted = config.get("nvidia_driver_repo_trusted", False)
-    if not isinstance(trusted, bool):
-        result.error("nvidia_driver_repo_trusted", trusted, "true or false")
+    if as_bool("nvidia_driver_repo_trusted", trusted, result, strict=True) is None:
         trusted = False
     if repo_url:
         if not isinstance(repo_url, str) or not re.match(r"^(https?://[^\s/]+/\S*|file:/\S*)$", repo_url):
@@ -280,13 +288,12 @@ def validate(config):
     norm["key_fingerprint"] = fpr_norm or ""
 
     for var, low, high in (("nvidia_driver_reboot_timeout", 60, 7200),):
-        val = config.get(var, 900)
-        if isinstance(val, bool) or not isinstance(val, int) or not low <= val <= high:
-            result.error(var, val, "an integer number of seconds from %d to %d" % (low, high))
+        as_int(var, config.get(var, 900), result, low, high, strict=True,
+               allowed=int_allowed(low, high, "an integer number of seconds"))
     for var in ("nvidia_driver_reboot", "nvidia_driver_upgrade_within_branch", "nvidia_driver_kernel_headers",
                 "nvidia_driver_persistenced", "nvidia_driver_fail_on_secure_boot"):
-        if var in config and not isinstance(config[var], bool):
-            result.error(var, config[var], "true or false")
+        if var in config:
+            as_bool(var, config[var], result, strict=True)
 
     if config.get("nvidia_driver_persistenced", True) is True:
         before = len(result.errors)

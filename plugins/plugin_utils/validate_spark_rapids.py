@@ -26,7 +26,7 @@ import difflib
 import re
 
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import spark_sizing
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, is_bool, is_int
 
 string_types = (str,)
 
@@ -86,14 +86,6 @@ def shuffle_manager_class(spark_version):
     return "com.nvidia.spark.rapids.spark%s.RapidsShuffleManager" % digits
 
 
-def _is_bool(value):
-    return isinstance(value, bool)
-
-
-def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 class _Builder:
     """Collects errors while building the final settings."""
 
@@ -129,12 +121,7 @@ class _Builder:
         value = self.config.get(name)
         if value is None or value == "" or value == 0:
             return None
-        if isinstance(value, string_types) and INT_RE.match(value.strip()):
-            value = int(value.strip())
-        if not _is_int(value) or value < 1:
-            self.err(name, value, "a positive whole number, or null to use the GPU facts")
-            return None
-        return value
+        return as_int(name, value, self.result, minimum=1, allowed="a positive whole number, or null to use the GPU facts")
 
     # --------------------------------------------------------------- key rules
     def spec_for(self, key):
@@ -177,7 +164,7 @@ class _Builder:
             self.err(variable, value, "a string, number or boolean (rendered as `%s <value>`)" % key)
             return None
         kind = spec.get("type", "string")
-        if _is_bool(value):
+        if is_bool(value):
             if kind != "bool":
                 self.err(variable, value, "a %s value, not a boolean" % kind)
                 return None
@@ -223,7 +210,7 @@ class _Builder:
         return text
 
     def _type_int(self, variable, key, spec, value, text):
-        if not (_is_int(value) or INT_RE.match(text)):
+        if not (is_int(value) or INT_RE.match(text)):
             self.err(variable, text, "a whole number")
             return None
         number = int(text)
@@ -243,7 +230,7 @@ class _Builder:
             return text
         if spec.get("allow_minus_one") and text == "-1":
             return text
-        if _is_int(value) or INT_RE.match(text):
+        if is_int(value) or INT_RE.match(text):
             self.err(variable, text,
                      BYTES_ALLOWED + " (a bare number means MiB in some Spark code paths and bytes in others, so a suffix is required)")
             return None
@@ -387,7 +374,7 @@ def _facts_gpus(builder, nvsmi):
     gpus = nvsmi.get("gpus") if isinstance(nvsmi, dict) else None
     if not isinstance(gpus, list) or not gpus:
         count = nvsmi.get("gpu_count") if isinstance(nvsmi, dict) else None
-        return (count if _is_int(count) else None), None, []
+        return (count if is_int(count) else None), None, []
     memories, mig = [], []
     for gpu in gpus:
         if not isinstance(gpu, dict):
@@ -395,7 +382,7 @@ def _facts_gpus(builder, nvsmi):
         if gpu.get("mig_mode_current") == "Enabled":
             mig.append(gpu.get("index"))
         mem = gpu.get("memory_total_mib")
-        if _is_int(mem) and mem > 0:
+        if is_int(mem) and mem > 0:
             memories.append(mem)
     if memories and len(set(memories)) > 1:
         builder.result.warn("GPUs on this node differ in memory (%s MiB); sizing uses the smallest"
@@ -446,7 +433,7 @@ def _cluster_nodes(b, config):
             b.err("spark_rapids_cluster_group", group, "the name of an inventory group, or null")
         elif size is None:
             b.err("spark_rapids_cluster_group", group, "the name of a group in this inventory")
-        elif not _is_int(size) or size < 1:
+        elif not is_int(size) or size < 1:
             b.err("spark_rapids_cluster_group", group, "an inventory group with at least one host")
         else:
             return size
@@ -459,7 +446,7 @@ def _cluster_nodes(b, config):
               "cluster, and maxExecutors, executor.instances and shuffle partitions would shrink" % (limit,))
         return 1
     play_hosts = config.get("__play_hosts_count")
-    return play_hosts if _is_int(play_hosts) and play_hosts > 0 else 1
+    return play_hosts if is_int(play_hosts) and play_hosts > 0 else 1
 
 
 def validate(config):
@@ -491,8 +478,7 @@ def validate(config):
     b._choice("spark_rapids_deprecated_keys", DEPRECATED_POLICIES, "translate")
     mig_address = b._choice("spark_rapids_discovery_mig_address", MIG_ADDRESS, "index")
     plugin_enabled = b.var("spark_rapids_plugin_enabled", True)
-    if not _is_bool(plugin_enabled):
-        b.err("spark_rapids_plugin_enabled", plugin_enabled, "true or false")
+    if as_bool("spark_rapids_plugin_enabled", plugin_enabled, b.result, strict=True) is None:
         plugin_enabled = True
 
     if b.spark_version and (plugin_enabled or shuffle_mode != "none"):
@@ -532,9 +518,9 @@ def validate(config):
     host_mem = b._optional_positive_int("spark_rapids_host_memory_mib")
     facts_cpus = config.get("__facts_vcpus")
     facts_mem = config.get("__facts_memtotal_mb")
-    if cpus is None and _is_int(facts_cpus) and facts_cpus > 0:
+    if cpus is None and is_int(facts_cpus) and facts_cpus > 0:
         cpus = facts_cpus
-    if host_mem is None and _is_int(facts_mem) and facts_mem > 0:
+    if host_mem is None and is_int(facts_mem) and facts_mem > 0:
         host_mem = facts_mem
 
     # ------------------------------------------------------------ GPU facts
@@ -705,7 +691,7 @@ def validate(config):
             elif isinstance(value, (dict, list)) or value is None or "\n" in str(value):
                 b.err("spark_rapids_env[%r]" % name, value, "a single-line string or number")
             else:
-                spark_env[str(name)] = ("true" if value else "false") if _is_bool(value) else str(value)
+                spark_env[str(name)] = ("true" if value else "false") if is_bool(value) else str(value)
     if not result.ok:
         return result
 
@@ -815,8 +801,7 @@ def _cross_rules(b, out, origins, sizing, shuffle_mode, manager, spark_version):
 def _check_install(b):
     """Tarball / jar download variables: a URL always needs a checksum."""
     install = b.var("spark_rapids_install", False)
-    if not _is_bool(install):
-        b.err("spark_rapids_install", install, "true or false")
+    if as_bool("spark_rapids_install", install, b.result, strict=True) is None:
         install = False
     tarball = b.var("spark_rapids_spark_tarball", "")
     checksum = b.var("spark_rapids_spark_tarball_checksum", "")

@@ -28,7 +28,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.dgxops.fleet.plugins.module_utils.fstab import check_option, option_key
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, int_allowed
 
 SCHEDULERS = ("none", "mq-deadline", "kyber", "bfq")
 TRIM_STRATEGIES = ("fstrim_timer", "discard", "none")
@@ -62,30 +62,6 @@ KNOWN_KEYS = (
 _PATTERN_RE = re.compile(r"^[A-Za-z0-9_.\-*?\[\]!|]+$")
 _UUID_RE = re.compile(r"^[0-9A-Fa-f][0-9A-Fa-f\-]*$")
 _RULES_DIRS = ("/etc/udev/rules.d/", "/run/udev/rules.d/")
-
-
-def _as_bool(result, name, value):
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.lower() in ("true", "yes", "on")
-    result.error(name, value, "true or false")
-    return None
-
-
-def _as_int(result, name, value, low, high, extra=""):
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        result.error(name, value, "an integer from %d to %d%s" % (low, high, extra))
-        return None
-    if isinstance(value, str):
-        if not re.match(r"^[0-9]+$", value.strip()):
-            result.error(name, value, "an integer from %d to %d%s" % (low, high, extra))
-            return None
-        value = int(value.strip())
-    if value < low or value > high:
-        result.error(name, value, "an integer from %d to %d%s" % (low, high, extra))
-        return None
-    return value
 
 
 def glob_to_regex(pattern):
@@ -209,7 +185,7 @@ def _validate_mount(result, index, item, trim_strategy, global_remount):
     if remount is None:
         remount = global_remount
     else:
-        remount = _as_bool(result, "%s.remount" % name, remount)
+        remount = as_bool("%s.remount" % name, remount, result)
         if remount is None:
             return None
     if not add and not remove and not extra_remove:
@@ -263,8 +239,9 @@ def _validate_device(result, index, item):
             return None
         out["scheduler"] = scheduler
     if item.get("nr_requests") is not None:
-        nr = _as_int(result, name + ".nr_requests", item["nr_requests"], NR_REQUESTS_MIN, NR_REQUESTS_MAX_SCHED,
-                     " (with scheduler none, at most the device's queue depth, checked on the host)")
+        nr = as_int(name + ".nr_requests", item["nr_requests"], result, NR_REQUESTS_MIN, NR_REQUESTS_MAX_SCHED,
+                    allowed=int_allowed(NR_REQUESTS_MIN, NR_REQUESTS_MAX_SCHED) + " (with scheduler none, at most "
+                    "the device's queue depth, checked on the host)")
         if nr is None:
             return None
         out["nr_requests"] = nr
@@ -273,8 +250,8 @@ def _validate_device(result, index, item):
                         "device's queue depth (typically 1023 on NVMe); set nr_requests (%d) only to lower it: "
                         "a value above a device's depth is refused on the host" % (name, nr))
     if item.get("read_ahead_kb") is not None:
-        ra = _as_int(result, name + ".read_ahead_kb", item["read_ahead_kb"], 0, READ_AHEAD_KB_MAX,
-                     " KiB, a multiple of 4")
+        ra = as_int(name + ".read_ahead_kb", item["read_ahead_kb"], result, 0, READ_AHEAD_KB_MAX,
+                    allowed=int_allowed(0, READ_AHEAD_KB_MAX) + " KiB, a multiple of 4")
         if ra is None:
             return None
         if ra % 4:
@@ -299,9 +276,9 @@ def validate(config):
         if key not in KNOWN_KEYS:
             result.error(key, config[key], "only the variables %s" % ", ".join(KNOWN_KEYS))
 
-    backup = _as_bool(result, "storage_tuning_fstab_backup", config.get("storage_tuning_fstab_backup", True))
-    remount = _as_bool(result, "storage_tuning_remount", config.get("storage_tuning_remount", False))
-    apply_now = _as_bool(result, "storage_tuning_apply_now", config.get("storage_tuning_apply_now", True))
+    backup = as_bool("storage_tuning_fstab_backup", config.get("storage_tuning_fstab_backup", True), result)
+    remount = as_bool("storage_tuning_remount", config.get("storage_tuning_remount", False), result)
+    apply_now = as_bool("storage_tuning_apply_now", config.get("storage_tuning_apply_now", True), result)
 
     trim = config.get("storage_tuning_trim_strategy", "fstrim_timer")
     if trim not in TRIM_STRATEGIES:

@@ -21,7 +21,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, is_int
 
 OVERRIDE = "tenant_isolation_gpu_affinity"
 _CPULIST = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
@@ -65,7 +65,7 @@ def _rows(result, rows, source):
             result.error(here, row, "a dictionary with index, cpu_affinity and numa_node")
             continue
         index = row.get("index")
-        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        if not is_int(index) or index < 0:
             result.error(here + ".index", index, "a GPU index (0, 1, ...)")
             continue
         cpus = row.get("cpu_affinity")
@@ -81,7 +81,7 @@ def _rows(result, rows, source):
             numa = None
         if isinstance(numa, str) and numa.isdigit():
             numa = int(numa)
-        if numa is not None and (isinstance(numa, bool) or not isinstance(numa, int) or numa < 0):
+        if numa is not None and (not is_int(numa) or numa < 0):
             result.error(here + ".numa_node", numa, "a NUMA node id (0, 1, ...) or null")
             continue
         table[index] = (cpu_set, numa)

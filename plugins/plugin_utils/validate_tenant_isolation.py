@@ -29,7 +29,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult
+from ansible_collections.dgxops.fleet.plugins.plugin_utils.validation import ValidationResult, as_bool, as_int, is_int
 
 KEYS = ("name", "description", "cpu_quota", "cpu_weight", "memory_high", "memory_max",
         "allowed_cpus", "allowed_memory_nodes", "numa_nodes", "gpus", "tasks_max", "io_weight", "units")
@@ -68,9 +68,10 @@ def _cpulist_ok(text):
 def validate(config):
     result = ValidationResult()
     tenants = config.get("tenant_isolation_tenants", [])
+    # strict: the tasks read both as they are (when: tenant_isolation_restart_units)
     for key in ("tenant_isolation_require_cgroup_v2", "tenant_isolation_restart_units"):
-        if key in config and not isinstance(config[key], bool):
-            result.error(key, config[key], "true or false")
+        if key in config:
+            as_bool(key, config[key], result, strict=True)
     out = []
     if not isinstance(tenants, list):
         result.error("tenant_isolation_tenants", tenants, "a list of tenant dictionaries")
@@ -111,9 +112,8 @@ def validate(config):
             if weight == "idle":
                 props.append(("CPUWeight", "idle"))
                 v2_only.append("cpu_weight: idle")
-            elif isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 10000:
-                result.error(var + ".cpu_weight", weight, "an integer from 1 to 10000, or idle")
-            else:
+            elif as_int(var + ".cpu_weight", weight, result, 1, 10000, strict=True,
+                        allowed="an integer from 1 to 10000, or idle") is not None:
                 props.append(("CPUWeight", str(weight)))
         values = {}
         for key, prop in (("memory_high", "MemoryHigh"), ("memory_max", "MemoryMax")):
@@ -138,9 +138,7 @@ def validate(config):
             if value is None:
                 continue
             high = 10000 if key == "io_weight" else 4194304
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
-                result.error("%s.%s" % (var, key), value, "an integer from 1 to %d" % high)
-            else:
+            if as_int("%s.%s" % (var, key), value, result, 1, high, strict=True) is not None:
                 props.append(("TasksMax" if key == "tasks_max" else "IOWeight", str(value)))
                 if key == "io_weight":
                     v2_only.append("io_weight")
@@ -169,7 +167,7 @@ def validate(config):
                 result.error(var + ".gpus", gpus, "either gpus or %s, not both (gpus sets AllowedCPUs and "
                              "AllowedMemoryNodes from the GPUs' affinity)" % " / ".join(others))
             if not isinstance(gpus, list) or not gpus or not all(
-                    isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 64 for g in gpus):
+                    is_int(g) and 0 <= g < 64 for g in gpus):
                 result.error(var + ".gpus", gpus, "a non-empty list of GPU indexes such as [0, 1]")
             else:
                 gpu_list = sorted(set(gpus))
@@ -177,7 +175,7 @@ def validate(config):
         numa_nodes = []
         if numa is not None:
             if not isinstance(numa, list) or not numa or not all(
-                    isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 64 for n in numa):
+                    is_int(n) and 0 <= n < 64 for n in numa):
                 result.error(var + ".numa_nodes", numa, "a non-empty list of NUMA node ids such as [0] or [0, 1]")
             else:
                 numa_nodes = sorted(set(numa))

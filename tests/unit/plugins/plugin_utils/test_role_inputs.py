@@ -68,6 +68,11 @@ def test_monitoring_declares_what_the_driver_and_tuning_roles_set():
 def test_nccl_counts_the_open_mpi_settings_only_where_they_are_written():
     values = dict(defaults("nccl"), nccl_mpi_mca_params={"btl": "^openib"}, __nccl_profiles={"p": {}})
     assert role_inputs.collect("nccl", getter(dict(values, nccl_mpi_enabled=False)))["nccl_mpi_mca_params"] == {}
+    # read as the role's `nccl_mpi_enabled | bool` reads it: the string "no" is off
+    for off in ("no", "false", "0", "off"):
+        assert role_inputs.collect("nccl", getter(dict(values, nccl_mpi_enabled=off)))["nccl_mpi_mca_params"] == {}
+    assert role_inputs.collect("nccl", getter(dict(values, nccl_mpi_enabled="yes")))["nccl_mpi_mca_params"] == {
+        "btl": "^openib"}
     config = role_inputs.collect("nccl", getter(dict(values, nccl_mpi_enabled=True)))
     assert config["nccl_mpi_mca_params"] == {"btl": "^openib"}
     assert config["__nccl_profiles"] == {"p": {}}

@@ -144,3 +144,28 @@ def test_declared_values_are_normalised():
     assert n["declared_power_limit_watts"] == 300.0
     assert n["declared_driver_version"] == "580.95.05"
     assert run(monitoring_declared_power_limit_watts="None").normalized["declared_power_limit_watts"] is None
+
+
+@pytest.mark.parametrize("off", [False, "false", "no", "off", "n", "0", 0])
+def test_switches_read_as_the_roles_bool_filter_reads_them(off):
+    """dcgm off as the role's `monitoring_dcgm_enabled | bool` sees it: no DCGM versions needed."""
+    r = run(monitoring_dcgm_enabled=off, monitoring_dcgm_version="", monitoring_dcgm_exporter_version="")
+    assert r.errors == [] and r.normalized["dcgm_pins"] == []
+
+
+@pytest.mark.parametrize("on", [True, "true", "True", "yes", "on", "y", "1", 1])
+def test_switches_on_in_every_spelling_the_role_reads_as_on(on):
+    r = run(monitoring_dcgm_enabled=on, monitoring_dcgm_version="")
+    assert [e.split(":")[0] for e in r.errors] == ["monitoring_dcgm_version"]
+
+
+@pytest.mark.parametrize("port", ["9100", " 9100 ", "+9100", 9100.0])
+def test_ports_read_as_the_argument_specs_read_them(port):
+    r = run(monitoring_node_exporter_port=port)
+    assert r.errors == [] and r.normalized["node_exporter_target"] == "127.0.0.1:9100"
+
+
+@pytest.mark.parametrize("port", [True, 9100.5, "9100.5", "http", None, 0])
+def test_bad_ports_are_refused_with_the_range(port):
+    assert run(monitoring_node_exporter_port=port).errors == [
+        "monitoring_node_exporter_port: invalid value %r; allowed: an integer from 1 to 65535" % (port,)]

@@ -396,3 +396,23 @@ def test_unknown_or_empty_cluster_group_is_refused(size, allowed):
     assert len(result.errors) == 1
     assert "spark_rapids_cluster_group" in result.errors[0] and "dgx_h1000" in result.errors[0]
     assert allowed in result.errors[0]
+
+
+# --------------------------------------------------------------------------- shared type helpers
+@pytest.mark.parametrize("value", ["8", " 8 ", "+8", 8.0, "8.0"])
+def test_hardware_overrides_read_as_the_argument_specs_read_them(value):
+    sizing = ok(config(spark_rapids_gpus_per_node=value))["sizing"]
+    assert sizing["gpus_per_node"] == 8
+
+
+@pytest.mark.parametrize("value", [True, "0", "-8", 8.5, "8 GPUs"])
+def test_hardware_overrides_refuse_what_is_no_positive_integer(value):
+    errors = validate(config(spark_rapids_gpus_per_node=value)).errors
+    assert errors[0] == ("spark_rapids_gpus_per_node: invalid value %r; allowed: a positive whole number, "
+                         "or null to use the GPU facts" % (value,))
+
+
+@pytest.mark.parametrize("variable", ["spark_rapids_plugin_enabled", "spark_rapids_install"])
+def test_switches_stay_yaml_booleans(variable):
+    errors = validate(config(**{variable: "yes"})).errors
+    assert errors == ["%s: invalid value 'yes'; allowed: true or false" % variable]

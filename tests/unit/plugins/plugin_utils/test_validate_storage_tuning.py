@@ -96,11 +96,27 @@ def test_string_numbers_from_extra_vars_are_accepted():
     assert result.normalized["block_devices"][0]["read_ahead_kb"] == 4096
 
 
+@pytest.mark.parametrize("value, expected", [(1, True), (0, False), ("y", True), ("n", False), ("1", True),
+                                             (" off ", False), ("On", True)])
+def test_booleans_read_as_the_argument_specs_read_them(value, expected):
+    result = validate(config(storage_tuning_apply_now=value, storage_tuning_remount=value))
+    assert result.errors == []
+    assert result.normalized["apply_now"] is expected and result.normalized["remount"] is expected
+
+
+def test_numbers_read_as_the_argument_specs_read_them():
+    result = validate(config(storage_tuning_block_devices=[
+        {"pattern": "sd[a-z]", "scheduler": "mq-deadline", "nr_requests": "+512", "read_ahead_kb": 4096.0}]))
+    assert result.errors == []
+    assert result.normalized["block_devices"][0]["nr_requests"] == 512
+    assert result.normalized["block_devices"][0]["read_ahead_kb"] == 4096
+
+
 BAD = [
     ({"storage_tuning_trim_strategy": "weekly"}, "storage_tuning_trim_strategy", "'weekly'"),
     ({"storage_tuning_nr_requests_policy": "ignore"}, "storage_tuning_nr_requests_policy", "'ignore'"),
     ({"storage_tuning_fstab_backup": "maybe"}, "storage_tuning_fstab_backup", "'maybe'"),
-    ({"storage_tuning_apply_now": 1}, "storage_tuning_apply_now", "1"),
+    ({"storage_tuning_apply_now": 2}, "storage_tuning_apply_now", "2"),
     ({"storage_tuning_udev_rule_path": "/etc/udev/rules.d/90-x.conf"}, "storage_tuning_udev_rule_path", ".rules"),
     ({"storage_tuning_udev_rule_path": "/etc/udev/rules.d/../90-x.rules"}, "storage_tuning_udev_rule_path",
      "/etc/udev/rules.d/"),
