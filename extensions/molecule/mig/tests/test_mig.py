@@ -18,11 +18,15 @@ import base64
 import json
 import os
 import re
-import subprocess
+import sys
 
 import pytest
 
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(SCENARIO, "..", "shared"))
+
+from role_runs import run_playbook  # noqa: E402
+
 CLIENTS_LOG = "/var/log/dgxops-gpu-clients.log"
 CAPS_PROC = "/var/lib/dgxops-sim/proc/driver/nvidia/capabilities"
 WANT = {
@@ -99,41 +103,8 @@ def device_nodes(host, command=LIST_NODES):
     return dict(line.split(" ", 1) for line in out.splitlines())
 
 
-class Run:
-    """One ansible-playbook run of run_role.yml: rc, output, the failures' messages and the results
-    run_role.yml shows (callback results as one JSON line each)."""
-
-    LINE = re.compile(r"^(ok|changed|fatal): \[([^\]]+)\](?:: FAILED!)? => (\{.*\})$")
-
-    def __init__(self, proc):
-        self.rc = proc.returncode
-        self.stdout = proc.stdout
-        self.failures = []
-        self.results = []
-        for line in proc.stdout.splitlines():
-            match = self.LINE.match(line)
-            if not match:
-                continue
-            data = json.loads(match.group(3))
-            if match.group(1) == "fatal":
-                self.failures.append(str(data.get("msg", "")))
-            elif isinstance(data.get("msg"), dict) and "dgxops_result" in data["msg"]:
-                self.results.append(data["msg"]["dgxops_result"])
-
-    @property
-    def result(self):
-        assert len(self.results) == 1, self.stdout[-4000:]
-        return self.results[0]
-
-
 def run_role(host, extra=None):
-    argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, "run_role.yml"),
-            "--limit", name_of(host)]
-    if extra:
-        argv += ["-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-               ANSIBLE_CALLBACK_FORMAT_PRETTY="false")
-    return Run(subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False))
+    return run_playbook(os.path.join(SCENARIO, "run_role.yml"), extra, limit=name_of(host))
 
 
 # ---------------------------------------------------------------- the converged state

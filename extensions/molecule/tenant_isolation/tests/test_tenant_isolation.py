@@ -12,14 +12,16 @@ Every run of the role starts without GPU facts (an in-memory fact cache per run)
 needs them gathers them first (gather_gpu_topology), as a play would.
 """
 
-import json
 import os
-import re
-import subprocess
+import sys
 
 import pytest
 
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, os.path.join(SCENARIO, "..", "shared"))
+
+from role_runs import run_playbook  # noqa: E402
+
 UNIT_DIR = "/etc/systemd/system"
 BASE_TENANTS = [
     {"name": "alpha", "description": "Tenant alpha (Spark team)", "cpu_quota": "400%", "cpu_weight": 200,
@@ -41,47 +43,10 @@ def show(host, unit, *props):
     return host.check_output("systemctl show %s %s" % (unit, " ".join("-p " + p for p in props))).splitlines()
 
 
-class Run:
-    """One ansible-playbook run of run_role.yml: rc, output, the failures' messages and the result
-    run_role.yml shows (callback results as one JSON line each)."""
-
-    LINE = re.compile(r"^(ok|changed|fatal): \[([^\]]+)\](?:: FAILED!)? => (\{.*\})$")
-
-    def __init__(self, proc):
-        self.rc = proc.returncode
-        self.stdout = proc.stdout
-        self.failures = []
-        self.results = []
-        for line in proc.stdout.splitlines():
-            match = self.LINE.match(line)
-            if not match:
-                continue
-            data = json.loads(match.group(3))
-            if match.group(1) == "fatal":
-                self.failures.append(str(data.get("msg", "")))
-            elif isinstance(data.get("msg"), dict) and "dgxops_result" in data["msg"]:
-                self.results.append(data["msg"]["dgxops_result"])
-
-    @property
-    def result(self):
-        assert len(self.results) == 1, self.stdout[-4000:]
-        return self.results[0]
-
-    @property
-    def failure(self):
-        """The message of the failure that stopped the run (what a rescue sees as ansible_failed_result)."""
-        assert self.rc != 0, self.stdout[-4000:]
-        assert self.failures, self.stdout[-4000:]
-        return self.failures[-1]
-
-
 def run_role(extra, gather_gpu_topology=False):
-    extra = dict(extra, gather_gpu_topology=gather_gpu_topology)
-    argv = ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], os.path.join(SCENARIO, "run_role.yml"),
-            "-e", json.dumps(extra)]
-    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
-               ANSIBLE_CALLBACK_FORMAT_PRETTY="false", ANSIBLE_CACHE_PLUGIN="ansible.builtin.memory")
-    return Run(subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False))
+    # an in-memory fact cache: every run starts without GPU facts
+    return run_playbook(os.path.join(SCENARIO, "run_role.yml"), dict(extra, gather_gpu_topology=gather_gpu_topology),
+                        env={"ANSIBLE_CACHE_PLUGIN": "ansible.builtin.memory"})
 
 
 @pytest.fixture(scope="module")
