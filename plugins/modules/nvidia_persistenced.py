@@ -156,28 +156,14 @@ actions:
 """
 
 import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible_collections.dgxops.fleet.plugins.module_utils import managed_files as mf
 from ansible_collections.dgxops.fleet.plugins.module_utils import persistenced as pd
 from ansible_collections.dgxops.fleet.plugins.module_utils import systemd_units as su
 
 DIR_MODE = 0o755
 FILE_MODE = 0o644
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
-def _attrs_differ(path, mode, uid, gid):
-    st = os.lstat(path)
-    return (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
 
 
 class Persistenced(object):
@@ -187,9 +173,10 @@ class Persistenced(object):
         self.check = module.check_mode
         self.prefix = self.params["variable_prefix"] or ""
         self.unit = self.params["unit"]
-        self.changed_paths = []
+        self.fs = mf.ManagedFiles(module)
+        self.changed_paths = self.fs.changed_paths
         self.reload_needed = False
-        self.diffs = []
+        self.diffs = self.fs.diffs
         self.actions = []
         self.props = None
 
@@ -227,49 +214,13 @@ class Persistenced(object):
         self.props = props
         return su.is_loaded(props)
 
-    def ensure_directory(self, path):
-        if os.path.isdir(path):
-            if not _attrs_differ(path, DIR_MODE, 0, 0):
-                return
-        elif os.path.lexists(path):
-            self.fail("%s exists and is not a directory" % path)
-        self.changed_paths.append(path)
-        if not self.check:
-            if not os.path.isdir(path):
-                os.makedirs(path)
-            os.chown(path, 0, 0)
-            os.chmod(path, DIR_MODE)
-
     def write_dropin(self, content):
         """Returns whether the content changed (a mode or owner fix alone restarts nothing)."""
         dest = self.params["dropin"]
-        parent = os.path.dirname(dest) or "."
-        self.ensure_directory(parent)
-        if os.path.isdir(dest):
-            self.fail("%s is a directory; the drop-in is a file" % dest)
-        data = to_bytes(content, errors="surrogate_or_strict")
-        before = _read(dest)
-        differs = before != data
-        if not differs and not _attrs_differ(dest, FILE_MODE, 0, 0):
-            return False
-        self.changed_paths.append(dest)
+        self.fs.directory(os.path.dirname(dest) or ".", DIR_MODE, 0, 0)
+        differs = self.fs.file(dest, content, FILE_MODE, 0, 0, what="the drop-in is a file")
         if differs:
             self.reload_needed = True
-            self.diffs.append({"before_header": dest, "after_header": dest,
-                               "before": to_native(before or b"", errors="surrogate_or_replace"), "after": content})
-        if self.check:
-            return differs
-        if differs:
-            fd, tmp = tempfile.mkstemp(prefix=".dgxops-", dir=parent)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-            except Exception:
-                os.unlink(tmp)
-                raise
-            self.module.atomic_move(tmp, dest)
-        os.chown(dest, 0, 0)
-        os.chmod(dest, FILE_MODE)
         return differs
 
     def to_remove(self):
@@ -286,12 +237,7 @@ class Persistenced(object):
     def remove_dropins(self, paths):
         removed = False
         for path in paths:
-            self.changed_paths.append(path)
-            self.diffs.append({"before_header": path, "after_header": "%s (absent)" % path,
-                               "before": to_native(_read(path) or b"", errors="surrogate_or_replace"), "after": ""})
-            removed = True
-            if not self.check:
-                os.unlink(path)
+            removed = self.fs.remove(path) or removed
         if removed:
             self.reload_needed = True
         return removed

@@ -190,13 +190,10 @@ units:
 """
 
 import grp
-import os
 import pwd
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_bytes, to_native
+from ansible_collections.dgxops.fleet.plugins.module_utils import managed_files as mf
 from ansible_collections.dgxops.fleet.plugins.module_utils import systemd_units as su
 
 
@@ -214,25 +211,13 @@ def _ids(module, owner, group, what):
         module.fail_json(msg="%s: owner %r or group %r does not exist on this host" % (what, owner, group))
 
 
-def _attrs_differ(path, mode, uid, gid):
-    st = os.lstat(path)
-    return (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
-
-
-def _read(path):
-    try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
-
-
 class ServiceFiles(object):
     def __init__(self, module):
         self.module = module
         self.check = module.check_mode
-        self.changed_paths = []
-        self.diffs = []
+        self.fs = mf.ManagedFiles(module)
+        self.changed_paths = self.fs.changed_paths
+        self.diffs = self.fs.diffs
         self.restarts = []
         self.report = {}
         self.reloaded = False
@@ -253,67 +238,16 @@ class ServiceFiles(object):
 
     def directories(self):
         for item in self.module.params["directories"]:
-            path, mode, uid, gid = item["path"], item["_mode"], item["_uid"], item["_gid"]
-            if os.path.isdir(path):
-                if not _attrs_differ(path, mode, uid, gid):
-                    continue
-            elif os.path.lexists(path):
-                self.module.fail_json(msg="%s exists and is not a directory" % path)
-            self.changed_paths.append(path)
-            if not self.check:
-                if not os.path.isdir(path):
-                    os.makedirs(path)
-                os.chown(path, uid, gid)
-                os.chmod(path, mode)
+            self.fs.directory(item["path"], item["_mode"], item["_uid"], item["_gid"])
 
     def files(self):
         for item in self.module.params["files"]:
-            dest, mode, uid, gid = item["dest"], item["_mode"], item["_uid"], item["_gid"]
-            content = to_bytes(item["content"], errors="surrogate_or_strict")
-            if os.path.isdir(dest):
-                self.module.fail_json(msg="%s is a directory; a file was declared there" % dest)
-            before = _read(dest)
-            content_differs = before != content
-            if not content_differs and not _attrs_differ(dest, mode, uid, gid):
-                continue
-            self.changed_paths.append(dest)
-            if content_differs:
+            if self.fs.file(item["dest"], item["content"], item["_mode"], item["_uid"], item["_gid"]):
                 self.restarts.extend(u for u in item["restart"] if u not in self.restarts)
-                self.diffs.append({"before_header": dest, "after_header": dest,
-                                   "before": to_native(before or b"", errors="surrogate_or_replace"),
-                                   "after": item["content"]})
-            if self.check:
-                continue
-            if content_differs:
-                parent = os.path.dirname(dest) or "."
-                if not os.path.isdir(parent):
-                    self.module.fail_json(msg="%s: the directory %s does not exist; declare it in directories" % (dest, parent))
-                fd, tmp = tempfile.mkstemp(prefix=".dgxops-", dir=parent)
-                try:
-                    with os.fdopen(fd, "wb") as handle:
-                        handle.write(content)
-                    os.chown(tmp, uid, gid)
-                    os.chmod(tmp, mode)
-                except Exception:
-                    os.unlink(tmp)
-                    raise
-                self.module.atomic_move(tmp, dest)
-            os.chown(dest, uid, gid)
-            os.chmod(dest, mode)
 
     def absent(self):
         for path in self.module.params["absent"]:
-            if not os.path.lexists(path):
-                continue
-            self.changed_paths.append(path)
-            before = "" if os.path.isdir(path) and not os.path.islink(path) else to_native(_read(path) or b"", errors="surrogate_or_replace")
-            self.diffs.append({"before_header": path, "after_header": "%s (absent)" % path, "before": before, "after": ""})
-            if self.check:
-                continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path)
-            else:
-                os.unlink(path)
+            self.fs.remove(path)
 
     def _show(self, names):
         return su.parse_show(self._run(su.show_argv(names), "show"), names) if names else {}
