@@ -51,3 +51,16 @@ def test_field_list_uses_current_dcgm_names():
         fields = [line.split(",")[0].strip() for line in fh if line.strip() and not line.startswith("#")]
     assert "DCGM_FI_DEV_CLOCKS_EVENT_REASONS" in fields
     assert [f for f in fields if f in DEPRECATED_FIELDS] == []
+
+
+def test_textfile_timer_gets_a_systemd_time_span_for_every_accepted_interval():
+    """The validator reads the interval as the argument spec's type: int does (60.0 and 6e1 are
+    60); the timer must get the number systemd parses, not the text as written."""
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: "# " + text
+    with open(os.path.join(ROLE, "templates", "dgxops-textfile.timer.j2")) as fh:
+        template = env.from_string(fh.read())
+    for value in (60, "60", "60.0", 60.0, "6e1"):
+        assert not validate(dict(BASE, monitoring_textfile_interval_seconds=value)).errors, value
+        text = template.render(ansible_managed="managed", monitoring_textfile_interval_seconds=value)
+        assert "OnUnitActiveSec=60\n" in text, (value, text)
