@@ -229,6 +229,14 @@ def fstrim_refusal(timer, unit_lines, detail):
             "'discard' or 'none'." % (timer, ", ".join(unit_lines) or detail))
 
 
+def fstrim_ready(unit_lines, in_container):
+    """Whether the timer needs nothing: loaded, enabled, and active (a container never activates
+    util-linux's timer: ConditionVirtualization=!container, so there enabled is all there is)."""
+    props = dict(line.split("=", 1) for line in unit_lines if "=" in line)
+    return (props.get("LoadState") == "loaded" and props.get("UnitFileState") == "enabled"
+            and (in_container or props.get("ActiveState") == "active"))
+
+
 def discard_warning(timer):
     return ("WARNING storage_tuning: storage_tuning_trim_strategy is 'discard' but %s is enabled on this host, "
             "so the entries in storage_tuning_mounts get both continuous discard and the weekly fstrim. The role "

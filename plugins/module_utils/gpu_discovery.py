@@ -27,7 +27,7 @@ except ImportError:  # the discovery script's copy next to nvidia_smi_parse.py
     import nvidia_smi_parse as P
 
 QUERY_FIELDS = ("index", "uuid", "mig.mode.current")
-# The two nvidia-smi calls, as argv after the binary.
+# The two nvidia-smi calls, as argv after the binary (the second only where needs_listing says so).
 QUERY_ARGS = ["--query-gpu=" + ",".join(QUERY_FIELDS), "--format=csv,noheader"]
 LIST_ARGS = ["-L"]
 MIG_ADDRESSES = ("index", "uuid")
@@ -35,6 +35,14 @@ MIG_ADDRESSES = ("index", "uuid")
 
 class DiscoveryError(Exception):
     pass
+
+
+def needs_listing(query_text):
+    """Whether :func:`devices` needs the ``-L`` output too: only a GPU in MIG mode lists its MIG
+    devices there, so a node without one is read with a single nvidia-smi process. Output that
+    cannot be read asks for the listing as well, so that :func:`devices` reports the error."""
+    gpus, errors = P.gpus_from_query(query_text, list(QUERY_FIELDS), header=False)
+    return bool(errors) or not gpus or any(g.get("mig_mode_current") == "Enabled" for g in gpus)
 
 
 def devices(query_text, list_text, mig_address="index"):

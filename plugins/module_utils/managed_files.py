@@ -38,6 +38,7 @@ class ManagedFiles(object):
         self.check = module.check_mode
         self.changed_paths = []
         self.diffs = []
+        self.backups = []
 
     def fail(self, msg):
         self.module.fail_json(msg=msg, changed=bool(self.changed_paths))
@@ -57,9 +58,11 @@ class ManagedFiles(object):
             os.chmod(path, mode)
         return True
 
-    def file(self, dest, content, mode, uid, gid, what="a file was declared there"):
+    def file(self, dest, content, mode, uid, gid, what="a file was declared there", backup=False):
         """Give ``dest`` this text, mode and owner; returns whether the *content* changed (a mode
-        or owner fix alone changes the path but restarts nothing)."""
+        or owner fix alone changes the path but restarts nothing). With ``backup`` a file whose
+        content is replaced is first copied beside it (``module.backup_local``: dest.PID.DATE~),
+        as the template module's backup option does; the copies are listed in ``backups``."""
         data = to_bytes(content, errors="surrogate_or_strict")
         if os.path.isdir(dest):
             self.fail("%s is a directory; %s" % (dest, what))
@@ -74,6 +77,8 @@ class ManagedFiles(object):
         if self.check:
             return differs
         if differs:
+            if backup and before is not None:
+                self.backups.append(self.module.backup_local(dest))
             parent = os.path.dirname(dest) or "."
             if not os.path.isdir(parent):
                 self.fail("%s: the directory %s does not exist; declare it in directories" % (dest, parent))

@@ -229,10 +229,17 @@ refusals:
   type: list
   elements: str
 fstrim_unit:
-  description: The C(LoadState=) and C(UnitFileState=) lines of O(fstrim_timer); empty when not looked up.
+  description: The C(LoadState=), C(UnitFileState=) and C(ActiveState=) lines of O(fstrim_timer); empty when not looked up.
   returned: always
   type: list
   elements: str
+fstrim_timer_ready:
+  description:
+    - Whether O(fstrim_timer) is loaded, enabled and active (in a container only loaded and enabled,
+      since util-linux's timer never becomes active there), so the role has nothing to do for it.
+    - Always false unless O(trim_strategy=fstrim_timer).
+  returned: always
+  type: bool
 in_container:
   description: Whether C(systemd-detect-virt --container) says the host is a container (only read with O(trim_strategy=fstrim_timer)).
   returned: always
@@ -294,7 +301,7 @@ def main():
     )
     p = module.params
     timer = p["fstrim_timer"]
-    result = dict(changed=False, plan=[], notes=[], refusals=[], fstrim_unit=[], in_container=False,
+    result = dict(changed=False, plan=[], notes=[], refusals=[], fstrim_unit=[], fstrim_timer_ready=False, in_container=False,
                   udev_version=0, udevadm_found=False, udevd_running=False,
                   page_kb=os.sysconf("SC_PAGESIZE") // 1024)
 
@@ -310,13 +317,15 @@ def main():
 
     # TRIM: the timer, and whether its ConditionVirtualization=!container keeps it inactive
     if p["trim_strategy"] != "none":
-        rc, out, msg = _run(module, ["systemctl", "show", "--property=LoadState", "--property=UnitFileState", timer])
+        rc, out, msg = _run(module, ["systemctl", "show", "--property=LoadState", "--property=UnitFileState",
+                                     "--property=ActiveState", timer])
         result["fstrim_unit"] = out.splitlines()
         if p["trim_strategy"] == "fstrim_timer":
             result["in_container"] = _run(module, ["systemd-detect-virt", "--container"])[0] == 0
             refusal = bd.fstrim_refusal(timer, result["fstrim_unit"], msg or "no systemctl")
             if refusal:
                 refuse([refusal])
+            result["fstrim_timer_ready"] = bd.fstrim_ready(result["fstrim_unit"], result["in_container"])
         elif p["mounts"] and "UnitFileState=enabled" in result["fstrim_unit"]:
             result["notes"].append(bd.discard_warning(timer))
 

@@ -80,6 +80,12 @@ options:
         type: list
         elements: str
         default: []
+      backup:
+        description:
+          - Copy the file beside it (C(dest.PID.DATE~), as M(ansible.builtin.template) does) before
+            its content is replaced; the copies are returned in C(backup_files).
+        type: bool
+        default: false
   absent:
     description: Files or directories (with their content) that must not exist.
     type: list
@@ -160,6 +166,12 @@ changed_paths:
   type: list
   elements: str
   sample: [/etc/systemd/system/dgxops-collector.timer]
+backup_files:
+  description: The backup copies made of replaced files (O(files[].backup)); none in check mode.
+  returned: always
+  type: list
+  elements: str
+  sample: [/etc/spark/conf/spark-defaults.conf.4242.2026-12-05@12:00:00~]
 daemon_reload:
   description: Whether C(systemctl daemon-reload) ran (or would).
   returned: always
@@ -242,7 +254,7 @@ class ServiceFiles(object):
 
     def files(self):
         for item in self.module.params["files"]:
-            if self.fs.file(item["dest"], item["content"], item["_mode"], item["_uid"], item["_gid"]):
+            if self.fs.file(item["dest"], item["content"], item["_mode"], item["_uid"], item["_gid"], backup=item["backup"]):
                 self.restarts.extend(u for u in item["restart"] if u not in self.restarts)
 
     def absent(self):
@@ -330,6 +342,7 @@ def main():
                 owner=dict(type="str", default="root"),
                 group=dict(type="str", default="root"),
                 restart=dict(type="list", elements="str", default=[]),
+                backup=dict(type="bool", default=False),
             )),
             absent=dict(type="list", elements="path", default=[]),
             units=dict(type="list", elements="dict", default=[], options=dict(
@@ -350,7 +363,8 @@ def main():
     work.start_units()
     units = list(work.report.values())
     changed = bool(work.changed_paths) or any(u["actions"] for u in units)
-    result = dict(changed=changed, changed_paths=work.changed_paths, daemon_reload=work.reloaded, units=units)
+    result = dict(changed=changed, changed_paths=work.changed_paths, backup_files=work.fs.backups,
+                  daemon_reload=work.reloaded, units=units)
     if module._diff:
         result["diff"] = work.diffs
     module.exit_json(**result)

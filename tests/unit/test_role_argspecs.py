@@ -49,4 +49,4 @@ def test_main_skips_only_what_the_validate_play_ran(role):
     include = first.get("ansible.builtin.include_tasks")
     assert include is not None, "validation must come first, as an include that can be skipped"
     assert (include if isinstance(include, str) else include["file"]) == "validate.yml"
-    assert first["when"] == "'%s' not in (__dgxops_validated_roles | default([]))" % role
+    assert first["when"] == "'%s' not in (__dgxops_validation.roles | default([]))" % role

@@ -51,7 +51,7 @@ def test_main_is_the_validation_then_apply(role):
     assert last.get(IMPORT) == "apply.yml", "%s: main.yml must end by importing apply.yml" % role
     assert checks, "%s: main.yml has no validation step" % role
     for step in checks:
-        assert "__dgxops_validated_roles" in str(step.get("when")), (
+        assert "__dgxops_validation.roles" in str(step.get("when")), (
             "%s: %r runs on the apply entry point's hosts too: move it to apply.yml" % (role, step["name"]))
     specs = yaml.safe_load((ROLES / role / "meta" / "argument_specs.yml").read_text())["argument_specs"]
     assert "main" in specs and "apply" not in specs, role
@@ -87,7 +87,7 @@ def test_site_plays_enter_at_apply_after_the_validate_play():
             role = include["name"].rsplit(".", 1)[-1]
             tasks_from = include.get("tasks_from", "main")
             if tasks_from in ("main", "apply") or "apply" in tasks_from:
-                assert tasks_from == "{{ 'apply' if '%s' in (__dgxops_validated_roles | default([])) else 'main' }}" % role, (
+                assert tasks_from == "{{ 'apply' if '%s' in (__dgxops_validation.roles | default([])) else 'main' }}" % role, (
                     "%s includes %s at %r" % (play.name, role, tasks_from))
                 seen.add(role)
     assert seen == set(ROLE_NAMES)

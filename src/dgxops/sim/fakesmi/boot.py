@@ -23,9 +23,10 @@ the parts of the firmware, the bootloader and the kernel that a container does n
 import glob
 import os
 import re
-import subprocess
 import time
-import uuid
+
+# subprocess and uuid are imported where they are used: nvidia-smi loads this module on every
+# call (library_versions), and only boot and mount need them.
 
 from .state import Store
 
@@ -131,6 +132,8 @@ def decide_load(state, kernel):
 
 
 def _mount(*argv):
+    import subprocess
+
     return subprocess.run(["mount", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
 
 
@@ -161,6 +164,8 @@ def new_boot_id(real=True):
     if real and _root() == "/" and os.path.exists(target):
         with open(target) as fh:
             return fh.read().strip()
+    import uuid
+
     boot_id = str(uuid.uuid4())
     _write(target, boot_id + "\n", 0o444)
     if real and _root() == "/":
@@ -246,6 +251,8 @@ def boot(real=True, first=False):
     if summary.get("halt") and real and _root() == "/":
         # stay down: systemd leaves with exit code 0, which the on-failure restart policy keeps stopped
         time.sleep(0.2)
+        import subprocess
+
         subprocess.run(["systemctl", "--no-block", "exit", "0"], check=False)
     return summary
 

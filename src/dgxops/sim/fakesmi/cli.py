@@ -4,7 +4,6 @@ import re
 import sys
 import time
 
-from .boot import library_versions
 from . import mig as migmod
 from . import render
 from .fieldtable import UNITS
@@ -845,6 +844,8 @@ def run(argv, euid, o):
             o.p(DRIVER_MSG)
             o.e(DRIVER_MSG)
             return RC_DRIVER
+        from .boot import library_versions  # only here: it loads subprocess
+
         libs = library_versions()
         if libs and state["driver"] not in libs:
             # new user-space driver installed, old kernel module still loaded (before the reboot)

@@ -7,7 +7,6 @@ extension) instance may exist.  With no placement given, the driver tries the al
 from the highest down (it packs small instances at the top, which is why the MIG guide warns
 to create 3g instances before 1g/2g ones).
 """
-import uuid
 
 from .models import CI_PROFILE_BY_SLICES, CI_SLICES_BY_PROFILE, MODELS, PROFILE_ORDER
 
@@ -139,6 +138,8 @@ def create_ci(state, g, gi, ci_profile):
     i = 0
     while i in ids:
         i += 1
+    import uuid  # only where MIG devices are named (most calls never get here)
+
     ns = uuid.uuid5(uuid.NAMESPACE_URL, g["uuid"])
     ci = {"id": i, "profile": ci_profile, "slices": slices, "start": used,
           "uuid": "MIG-%s" % uuid.uuid5(ns, "%d/%d/%d" % (gi["id"], i, len(gi["compute_instances"])))}

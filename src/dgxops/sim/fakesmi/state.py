@@ -3,9 +3,9 @@ import contextlib
 import fcntl
 import json
 import os
-import socket
-import tempfile
-import uuid
+
+# socket, tempfile and uuid are imported where they are used: every nvidia-smi call loads this
+# module, and most only read the state (the fake should cost about what the real tool does).
 
 from . import caps
 from .models import DEFAULT_DRIVER, MODELS, bus_id
@@ -45,6 +45,8 @@ def validate_model_driver(model, driver):
 
 def _gpu_defaults(model, index, seed):
     m = MODELS[model]
+    import uuid
+
     ns = uuid.uuid5(uuid.NAMESPACE_DNS, "dgxops-sim.%s.%s" % (seed, model))
     u = uuid.uuid5(ns, "gpu%d" % index)
     serial = str(1650000000000 + (u.int % 9999999) * 10 + index)
@@ -70,6 +72,8 @@ def _gpu_defaults(model, index, seed):
 
 def new_state(model, driver, seed=None):
     validate_model_driver(model, driver)
+    import socket
+
     seed = seed or socket.gethostname()
     m = MODELS[model]
     return {
@@ -190,6 +194,8 @@ class Store(object):
 
 def write_atomic(state):
     d = state_dir()
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(prefix=".state.", dir=d)
     try:
         with os.fdopen(fd, "w") as fh:

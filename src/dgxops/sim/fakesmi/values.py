@@ -1,6 +1,5 @@
 """Current values of one simulated GPU, as --query-gpu prints them (with units)."""
 import datetime
-import socket
 
 from . import captured
 from .fieldtable import ALIASES, FIELD_LISTS, UNITS
@@ -209,4 +208,6 @@ def apply_unknown_error_faults(state, g, v):
 
 
 def hostname():
+    import socket
+
     return socket.gethostname()

@@ -94,7 +94,7 @@ def include_validate(role):
 
 def test_a_role_collects_its_own_variables(tmp_path):
     # tasks/validate.yml names no variable: the action reads the role's argument specs and the task vars
-    show = {"msg": "rule={{ __storage_tuning.udev_rule_path }} trim={{ __storage_tuning.trim_strategy }}"}
+    show = {"msg": "rule={{ __storage_tuning_config.udev_rule_path }} trim={{ __storage_tuning_config.trim_strategy }}"}
     proc = run_play(tmp_path, include_validate("storage_tuning") + [{"name": "Show", "ansible.builtin.debug": show}],
                     {"storage_tuning_trim_strategy": "discard"})
     assert proc.returncode == 0, proc.stdout

@@ -68,3 +68,26 @@ def test_mig_gpu_without_devices_is_skipped_with_a_warning_and_none_at_all_is_an
 def test_unreadable_query_is_an_error():
     with pytest.raises(D.DiscoveryError, match="unexpected nvidia-smi --query-gpu output"):
         D.devices("0, GPU-x\n", "")
+
+
+@pytest.mark.parametrize("name,needed", [(H200, False), (H100_MIG, True), (H200_MIG, True)])
+def test_listing_is_needed_only_with_a_gpu_in_mig_mode(name, needed):
+    query = query_of(name)
+    assert D.needs_listing(query) is needed
+    if not needed:
+        # what the script does then: the same devices without nvidia-smi -L
+        assert D.devices(query, "") == D.devices(query, listing_of(name))
+
+
+@pytest.mark.parametrize("query", [
+    "",  # no GPU: devices() reports it
+    "0, GPU-x\n",  # unreadable: devices() reports it
+    "0, GPU-04873e0c-4559-0cdc-493c-07b122c2d475, [N/A]\n1, GPU-11111111-2222-3333-4444-555555555555, Enabled\n",
+])
+def test_listing_is_read_when_the_query_cannot_rule_it_out(query):
+    assert D.needs_listing(query) is True
+
+
+def test_gpus_without_mig_support_need_no_listing():
+    # an L40S reports [N/A] for mig.mode.current: it has no MIG devices to list
+    assert D.needs_listing("0, GPU-04873e0c-4559-0cdc-493c-07b122c2d475, [N/A]\n") is False

@@ -252,9 +252,32 @@ def test_fstrim_timer_present_and_container(capsys, tmp_path, tools, socket):
     assert not res.get("failed"), res
     assert res["fstrim_unit"] == ["LoadState=loaded", "UnitFileState=enabled"] and res["in_container"] is True
     assert (tmp_path / "systemctl.args").read_text().split() == [
-        "show", "--property=LoadState", "--property=UnitFileState", "fstrim.timer"]
+        "show", "--property=LoadState", "--property=UnitFileState", "--property=ActiveState", "fstrim.timer"]
+    # enabled is all a container's timer can be: nothing left for the role to do
+    assert res["fstrim_timer_ready"] is True
     tools("systemd-detect-virt", "echo none; exit 1")
-    assert run(capsys, root, [], socket, trim_strategy="fstrim_timer")["in_container"] is False
+    res = run(capsys, root, [], socket, trim_strategy="fstrim_timer")
+    # outside a container an enabled timer must also be active (this systemctl reports no ActiveState)
+    assert res["in_container"] is False and res["fstrim_timer_ready"] is False
+
+
+@pytest.mark.parametrize("unit, container, ready", [
+    ("LoadState=loaded\\nUnitFileState=enabled\\nActiveState=active", False, True),
+    ("ActiveState=active\\nLoadState=loaded\\nUnitFileState=enabled", False, True),  # systemctl's own order
+    ("LoadState=loaded\\nUnitFileState=enabled\\nActiveState=inactive", False, False),
+    ("LoadState=loaded\\nUnitFileState=enabled\\nActiveState=inactive", True, True),
+    ("LoadState=loaded\\nUnitFileState=disabled\\nActiveState=active", False, False),
+    ("LoadState=loaded\\nUnitFileState=disabled\\nActiveState=inactive", True, False),
+])
+def test_fstrim_timer_ready_only_when_enabled_and_active(capsys, tmp_path, tools, socket, unit, container, ready):
+    root = dgx_tree(tmp_path)
+    tools("systemctl", 'printf "%s\\n"' % unit)
+    tools("systemd-detect-virt", "echo docker" if container else "echo none; exit 1")
+    res = run(capsys, root, [], socket, trim_strategy="fstrim_timer")
+    assert not res.get("failed"), res
+    assert res["fstrim_timer_ready"] is ready
+    # the other strategies never read the timer's readiness
+    assert run(capsys, root, [], socket, trim_strategy="discard")["fstrim_timer_ready"] is False
 
 
 def test_discard_with_the_timer_enabled_warns(capsys, tmp_path, tools, socket):

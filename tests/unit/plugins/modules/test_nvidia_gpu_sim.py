@@ -283,7 +283,7 @@ def render_boot_script(node, reapply, lib_dir):
                              trim_blocks=True, keep_trailing_newline=True)
     env.filters.update(FilterModule().filters())
     text = env.get_template("gpu-tuning-apply.py.j2").render(
-        ansible_managed="Managed by Ansible", __gpu_tuning={"platform_name": "test"},
+        ansible_managed="Managed by Ansible", __gpu_tuning_config={"platform_name": "test"},
         __gpu_tuning_lib_dir=lib_dir, __gpu_tuning_nvidia_smi=os.path.join(node.bin, "nvidia-smi"),
         __gpu_tuning_locked_clocks_record=node.record, __gpu_tuning_result={"reapply": reapply})
     script = os.path.join(node.tmp, "gpu-tuning-apply")

@@ -226,3 +226,34 @@ def test_parse_show_keeps_the_order_of_the_names():
     assert not su.is_loaded(states["b.service"]) and not su.is_enabled(states["b.service"])
     with pytest.raises(ValueError):
         su.parse_show(out, ["a.service"])
+
+
+def test_backup_copies_a_replaced_file_once_and_never_in_check_mode(capsys, tmp_path, systemd):
+    user, group = owner()
+    conf = tmp_path / "spark-defaults.conf"
+    conf.write_text("spark.local 1\n")
+
+    def args(content):
+        return {"files": [{"dest": str(conf), "content": content, "owner": user, "group": group, "backup": True}]}
+    res = run_module(capsys, service_files.main, args("spark.managed 1\n"), check=True)
+    assert res["changed"] is True and res["backup_files"] == []
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("spark-defaults")) == ["spark-defaults.conf"]
+    res = run_module(capsys, service_files.main, args("spark.managed 1\n"))
+    assert res["changed"] is True and len(res["backup_files"]) == 1
+    backup = res["backup_files"][0]
+    assert backup.startswith(str(conf) + ".") and backup.endswith("~")
+    assert open(backup).read() == "spark.local 1\n" and conf.read_text() == "spark.managed 1\n"
+    # unchanged content: no second copy
+    res = run_module(capsys, service_files.main, args("spark.managed 1\n"))
+    assert res["changed"] is False and res["backup_files"] == []
+
+
+def test_no_backup_unless_asked_and_none_of_a_new_file(capsys, tmp_path, systemd):
+    user, group = owner()
+    conf = tmp_path / "new.conf"
+    res = run_module(capsys, service_files.main, {"files": [
+        {"dest": str(conf), "content": "a\n", "owner": user, "group": group, "backup": True}]})
+    assert res["changed"] is True and res["backup_files"] == []
+    res = run_module(capsys, service_files.main, {"files": [
+        {"dest": str(conf), "content": "b\n", "owner": user, "group": group}]})
+    assert res["backup_files"] == [] and [p.name for p in tmp_path.iterdir() if p.name.startswith("new.conf")] == ["new.conf"]

@@ -30,7 +30,7 @@ def _dropin():
     env.filters["quote"] = shlex.quote
     with open(os.path.join(ROLE, "templates", "dcgm-exporter.dropin.conf.j2")) as fh:
         return env.from_string(fh.read()).render(
-            dict(defaults, ansible_managed="managed", __monitoring=norm, __monitoring_counters_file="/x.csv"))
+            dict(defaults, ansible_managed="managed", __monitoring_config=norm, __monitoring_counters_file="/x.csv"))
 
 
 def test_exporter_uses_the_nodes_host_engine():

@@ -8,6 +8,7 @@ import jinja2
 import pytest
 import yaml
 
+from ansible_collections.dgxops.fleet.plugins.module_utils import gpu_discovery
 from ansible_collections.dgxops.fleet.plugins.plugin_utils import spark_sizing
 from ansible_collections.dgxops.fleet.plugins.plugin_utils.validate_spark_rapids import validate
 from ansible_collections.dgxops.fleet.plugins.filter.spark_rapids import spark_properties_line
@@ -298,7 +299,8 @@ def discovery(tmp_path):
         __spark_rapids_discovery_lib_dir=os.path.join(ROOT, "plugins", "module_utils"),
         __spark_rapids_managed_header="hdr", __spark_rapids_config={"discovery": {"mig_address": "index"}}))
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nexec %s -m dgxops.sim.fakesmi \"$@\"\n" % sys.executable)
+    calls = tmp_path / "calls.log"
+    smi.write_text("#!/bin/sh\necho \"$*\" >> %s\nexec %s -m dgxops.sim.fakesmi \"$@\"\n" % (calls, sys.executable))
     smi.chmod(0o755)
     state = tmp_path / "sim"
     state.mkdir()
@@ -314,7 +316,9 @@ def discovery(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, str(script)] + list(args), env=env_vars, capture_output=True,
                               text=True, timeout=60, check=False)
-    return {"run": run, "admin": admin, "sim": sim}
+    def smi_calls():
+        return calls.read_text().splitlines() if calls.exists() else []
+    return {"run": run, "admin": admin, "sim": sim, "calls": smi_calls}
 
 
 def test_discovery_lists_gpu_indexes(discovery):
@@ -322,6 +326,8 @@ def test_discovery_lists_gpu_indexes(discovery):
     proc = discovery["run"]()
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"name": "gpu", "addresses": [str(i) for i in range(8)]}
+    # no GPU in MIG mode: one nvidia-smi process, no -L
+    assert discovery["calls"]() == [" ".join(gpu_discovery.QUERY_ARGS)]
 
 
 def test_discovery_lists_mig_devices(discovery):
@@ -334,7 +340,10 @@ def test_discovery_lists_mig_devices(discovery):
     listing = discovery["sim"]("-L").stdout
     mig_uuids = [line.split("UUID: ")[1].rstrip(")") for line in listing.splitlines() if "MIG" in line]
     assert len(mig_uuids) == 3
+    before = len(discovery["calls"]())
     proc = discovery["run"]()
+    # a GPU in MIG mode: the query, then the listing of its MIG devices
+    assert discovery["calls"]()[before:] == [" ".join(gpu_discovery.QUERY_ARGS), "-L"]
     assert proc.returncode == 0, proc.stderr
     # GPU 0 contributes its 3 MIG devices, GPUs 1-7 themselves: 10 CUDA ordinals.
     assert json.loads(proc.stdout)["addresses"] == [str(i) for i in range(10)]
