@@ -16,7 +16,10 @@ installed):
               debug. Controller-side and skipped tasks cost less than a ping, so this floor is
               lower, and rerun/mirror floor is what the roles' work adds over Ansible's own cost
               for the same number and kind of tasks
-and for comparison the rerun and the floor with the plain fallback (ansible.cfg, linear
+With --per-task it also times every task of one more rerun and of the mirror floor
+(ansible.posix.profile_tasks) and prints, task by task, what the rerun's task costs over its
+mirror: where the rerun's time above the floor goes.
+And for comparison the rerun and the floor with the plain fallback (ansible.cfg, linear
 strategy), and the rerun with Ansible's defaults (an empty config: no pipelining, 5 forks,
 linear). It prints the figures and ratios and writes them to a JSON file. Run on demand (not
 part of the tests):
@@ -30,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -145,6 +149,20 @@ def floor_playbook(kinds: list[str], path: Path) -> Path:
     return path
 
 
+def per_task_times(stdout: str) -> list[tuple[str, float]]:
+    """(task name, seconds) in run order from ansible.posix.profile_tasks' recap (sort order none)."""
+    recap = stdout[stdout.index("TASKS RECAP"):] if "TASKS RECAP" in stdout else ""
+    return [(name.strip(), float(sec)) for name, sec in re.findall(r"^(.*?) -+ (\d+\.\d+)s$", recap, re.M)]
+
+
+def per_task_excess(rerun: list[tuple[str, float]], mirror: list[tuple[str, float]], kinds: list[str]) -> list[dict]:
+    """Each rerun task beside its mirror task: name, kind, seconds, mirror seconds, excess."""
+    rows = []
+    for (name, sec), (_mname, msec), kind in zip(rerun, mirror, kinds):
+        rows.append({"task": name, "kind": kind, "s": sec, "mirror_s": msec, "excess_s": round(sec - msec, 2)})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 4, 16, 32])
@@ -159,6 +177,8 @@ def main() -> int:
     parser.add_argument("-e", "--extra-vars", action="append", default=[], metavar="VARS",
                         help="passed to every run of the playbook as ansible-playbook -e (e.g. "
                         "'dgxops_enable_driver=false' to measure without an area); repeatable")
+    parser.add_argument("--per-task", action="store_true",
+                        help="also time each task of a rerun and of the mirror floor and print the excess per task")
     parser.add_argument("--output", default=str(ROOT / "benchmarks" / "fleet_bench.json"))
     args = parser.parse_args()
 
@@ -202,6 +222,17 @@ def main() -> int:
                 floor, _, _ = ansible_playbook(floor_pb, inv, shipped, fast)
                 row.update({"floor_tasks": tasks, "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
                             "mirror_floor_s": round(mirror, 1), "rerun_over_mirror_floor": round(rerun / mirror, 2)})
+                if args.per_task:
+                    prof = dict(fast, ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks",
+                                PROFILE_TASKS_TASK_OUTPUT_LIMIT="1000", PROFILE_TASKS_SORT_ORDER="none")
+                    _, _, out_rerun = ansible_playbook(args.playbook, inv, shipped, prof, extra_vars=args.extra_vars)
+                    _, _, out_mirror = ansible_playbook(mirror_pb, inv, shipped, prof)
+                    rows = per_task_excess(per_task_times(out_rerun), per_task_times(out_mirror), kinds)
+                    row["per_task"] = rows
+                    print("%6s %6s %6s  %-10s %s" % ("rerun", "mirror", "excess", "kind", "task"))
+                    for r in sorted(rows, key=lambda r: -r["excess_s"]):
+                        print("%6.2f %6.2f %+6.2f  %-10s %s" % (r["s"], r["mirror_s"], r["excess_s"], r["kind"], r["task"][:100]))
+                    print("sum of the excess: %.1f s" % sum(r["excess_s"] for r in rows), flush=True)
                 if not args.skip_plain:
                     rerun_plain, _, _ = ansible_playbook(args.playbook, inv, shipped, plain, extra_vars=args.extra_vars)
                     floor_plain, _, _ = ansible_playbook(floor_pb, inv, shipped, plain)
@@ -222,7 +253,7 @@ def main() -> int:
                         row.update({"defaults_converge_s": round(d_converge, 1),
                                     "defaults_converge_over_shipped": round(d_converge / converge, 2)})
                 results.append(row)
-                print(json.dumps(row), flush=True)
+                print(json.dumps(dict((k, v) for k, v in row.items() if k != "per_task")), flush=True)
             finally:
                 fleet.down()
 
