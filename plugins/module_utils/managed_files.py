@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import shlex
 import shutil
 import tempfile
 
@@ -58,11 +59,14 @@ class ManagedFiles(object):
             os.chmod(path, mode)
         return True
 
-    def file(self, dest, content, mode, uid, gid, what="a file was declared there", backup=False):
+    def file(self, dest, content, mode, uid, gid, what="a file was declared there", backup=False, validate=None):
         """Give ``dest`` this text, mode and owner; returns whether the *content* changed (a mode
         or owner fix alone changes the path but restarts nothing). With ``backup`` a file whose
         content is replaced is first copied beside it (``module.backup_local``: dest.PID.DATE~),
-        as the template module's backup option does; the copies are listed in ``backups``."""
+        as the template module's backup option does; the copies are listed in ``backups``. With
+        ``validate`` (a command with ``%s``, run without a shell) the new content is checked in a
+        temporary file beside ``dest`` before it replaces anything, as the template module's
+        validate option does; not in check mode."""
         data = to_bytes(content, errors="surrogate_or_strict")
         if os.path.isdir(dest):
             self.fail("%s is a directory; %s" % (dest, what))
@@ -88,6 +92,8 @@ class ManagedFiles(object):
                     handle.write(data)
                 os.chown(tmp, uid, gid)
                 os.chmod(tmp, mode)
+                if validate:
+                    self._validate(validate, tmp, dest)
             except Exception:
                 os.unlink(tmp)
                 raise
@@ -95,6 +101,16 @@ class ManagedFiles(object):
         os.chown(dest, uid, gid)
         os.chmod(dest, mode)
         return differs
+
+    def _validate(self, command, tmp, dest):
+        if "%s" not in command:
+            self.fail("%s: validate must contain %%s (the file to check): %r" % (dest, command))
+        argv = [tmp if arg == "%s" else arg.replace("%s", tmp) for arg in shlex.split(command)]
+        rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            os.unlink(tmp)
+            self.module.fail_json(msg="%s: the new content failed validation (%s): %s" % (dest, command, (err or out).strip()),
+                                  rc=rc, stdout=out, stderr=err, cmd=argv, changed=bool(self.changed_paths[:-1]))
 
     def remove(self, path):
         """Remove a file, link or directory tree; returns whether it existed."""

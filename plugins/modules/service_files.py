@@ -80,6 +80,13 @@ options:
         type: list
         elements: str
         default: []
+      validate:
+        description:
+          - A command that checks the new content before it replaces O(files[].dest), with C(%s)
+            where the file goes (run without a shell), as M(ansible.builtin.template) does, e.g.
+            C(udevadm verify %s). A non-zero exit fails the task and leaves the file as it was.
+          - Not run in check mode, nor when the content is unchanged.
+        type: str
       backup:
         description:
           - Copy the file beside it (C(dest.PID.DATE~), as M(ansible.builtin.template) does) before
@@ -254,7 +261,8 @@ class ServiceFiles(object):
 
     def files(self):
         for item in self.module.params["files"]:
-            if self.fs.file(item["dest"], item["content"], item["_mode"], item["_uid"], item["_gid"], backup=item["backup"]):
+            if self.fs.file(item["dest"], item["content"], item["_mode"], item["_uid"], item["_gid"], backup=item["backup"],
+                            validate=item["validate"]):
                 self.restarts.extend(u for u in item["restart"] if u not in self.restarts)
 
     def absent(self):
@@ -343,6 +351,7 @@ def main():
                 group=dict(type="str", default="root"),
                 restart=dict(type="list", elements="str", default=[]),
                 backup=dict(type="bool", default=False),
+                validate=dict(type="str"),
             )),
             absent=dict(type="list", elements="path", default=[]),
             units=dict(type="list", elements="dict", default=[], options=dict(

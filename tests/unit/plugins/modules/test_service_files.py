@@ -257,3 +257,39 @@ def test_no_backup_unless_asked_and_none_of_a_new_file(capsys, tmp_path, systemd
     res = run_module(capsys, service_files.main, {"files": [
         {"dest": str(conf), "content": "b\n", "owner": user, "group": group}]})
     assert res["backup_files"] == [] and [p.name for p in tmp_path.iterdir() if p.name.startswith("new.conf")] == ["new.conf"]
+
+
+def test_validate_checks_the_new_content_before_it_replaces_the_file(capsys, tmp_path, systemd):
+    user, group = owner()
+    rule = tmp_path / "90-x.rules"
+    rule.write_text("old\n")
+    checker = tmp_path / "bin" / "verify"
+    seen = tmp_path / "verify.args"
+    checker.write_text("#!/bin/sh\necho \"$@\" > %s\ngrep -q good \"$2\" || { echo \"bad rule in $2\" >&2; exit 1; }\n" % seen)
+    checker.chmod(0o755)
+
+    def args(content):
+        return {"files": [{"dest": str(rule), "content": content, "owner": user, "group": group,
+                           "validate": "%s verify %%s" % checker}]}
+    res = run_module(capsys, service_files.main, args("bad\n"))
+    assert res.get("failed") and res["rc"] == 1 and "failed validation" in res["msg"] and "bad rule in" in res["stderr"]
+    assert rule.read_text() == "old\n" and res["changed"] is False
+    # the checked file was a temporary file beside dest, and it is gone
+    checked = seen.read_text().split()[1]
+    assert os.path.dirname(checked) == str(tmp_path) and not os.path.exists(checked)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".dgxops-")) == []
+    res = run_module(capsys, service_files.main, args("good\n"))
+    assert res["changed"] is True and rule.read_text() == "good\n"
+    seen.unlink()
+    # unchanged content and check mode: nothing to validate
+    assert run_module(capsys, service_files.main, args("good\n"))["changed"] is False
+    assert run_module(capsys, service_files.main, args("good too\n"), check=True)["changed"] is True
+    assert not seen.exists() and rule.read_text() == "good\n"
+
+
+def test_validate_without_a_placeholder_fails_before_any_change(capsys, tmp_path, systemd):
+    user, group = owner()
+    rule = tmp_path / "r.rules"
+    res = run_module(capsys, service_files.main, {"files": [
+        {"dest": str(rule), "content": "x\n", "owner": user, "group": group, "validate": "true"}]})
+    assert res.get("failed") and "validate must contain %s" in res["msg"] and not rule.exists()
