@@ -316,6 +316,7 @@ def discovery(tmp_path):
     def run(*args):
         return subprocess.run([sys.executable, str(script)] + list(args), env=env_vars, capture_output=True,
                               text=True, timeout=60, check=False)
+
     def smi_calls():
         return calls.read_text().splitlines() if calls.exists() else []
     return {"run": run, "admin": admin, "sim": sim, "calls": smi_calls}
