@@ -25,6 +25,7 @@ import sys
 
 import pytest
 
+from dgxops.sim import aptrepo
 from dgxops.sim.fleet import SimFleet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -191,6 +192,10 @@ def debian_fleet(fleet_factory):
         yield started.names[0], started.inventory, started.inv_dir
 
 
+LIBCUDA_VERSION = ("import ctypes; v = ctypes.c_int(0); "
+                   "assert ctypes.CDLL('libcuda.so.1').cuDriverGetVersion(ctypes.byref(v)) == 0; print(v.value)")
+
+
 def driver_packages(name):
     """{package: version} of the installed NVIDIA driver packages ("ii", or "hi" when held)."""
     out = node(name, "dpkg-query", "-W", "-f", "${Package} ${Version} ${db:Status-Abbrev}\\n").stdout
@@ -225,6 +230,9 @@ def test_debian12_layout_install_flavour_switch_and_branch_upgrade(debian_fleet)
         held = set(node(name, "apt-mark", "showhold").stdout.split())
         assert {"nvidia-driver-cuda", kernel_pkg, "nvidia-smi"} <= held, held
         assert loaded[0] in node(name, "dkms", "status", "-m", "nvidia").stdout
+        # libcuda.so.1 (libcuda1's, the simulator's stand-in) follows the upgrade: the facts'
+        # CUDA version comes from it, without a process, as on a real node
+        assert node(name, "python3", "-c", LIBCUDA_VERSION).stdout.strip() == aptrepo.cuda_api_version(loaded[0])
         again = playbook(inventory, "playbooks/driver.yml", "--limit", name, "-e", json.dumps(extra))
         assert again.returncode == 0 and recap(again.stdout)[name]["changed"] == 0, again.stdout[-3000:]
 

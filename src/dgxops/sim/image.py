@@ -62,6 +62,7 @@ COPY dgxops-sim-boot.service /etc/systemd/system/dgxops-sim-boot.service
 COPY dgxops-sim-pid1 /usr/local/sbin/dgxops-sim-pid1
 COPY repos/cuda /srv/dgxops-cuda-repo
 COPY repos/monitoring /srv/dgxops-monitoring-repo
+COPY libcuda-standin.so /opt/dgxops-sim/libcuda-standin.so
 RUN chmod 0755 /usr/bin/nvidia-smi /usr/local/sbin/dgxops-sim /usr/local/sbin/dgxops-sim-pid1 \\
  && mkdir -p /var/lib/dgxops-sim /etc/dgxops-sim \\
  && python3 -m compileall -q /opt/dgxops-sim \\
@@ -196,9 +197,33 @@ def _sim_files():
 MONITORING_REPO = PKG_SRC.parent.parent / "extensions" / "molecule" / "monitoring" / "build_repo.py"
 
 
+LIBCUDA_SRC = SIM_SRC / "libcuda_standin.c"
+
+
+def c_compiler():
+    """The C compiler that builds the libcuda stand-in, or None (the nodes then have no libcuda)."""
+    return shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+
+
+def build_libcuda(dest: Path) -> bool:
+    """Compile the libcuda.so.1 stand-in for the node image (same architecture as this machine).
+
+    Without a compiler the image gets an empty file and the driver packages install a text
+    placeholder: the facts then read the CUDA version with `nvidia-smi --version`, as on a node
+    without libcuda. Returns whether the library was built.
+    """
+    cc = c_compiler()
+    if cc is None:
+        dest.write_bytes(b"")
+        log("no C compiler: the nodes get no libcuda stand-in (facts read `nvidia-smi --version`)")
+        return False
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(dest), str(LIBCUDA_SRC)], check=True)
+    return True
+
+
 def node_tag(base: str) -> str:
     parts = [BUILDER_VERSION, base, DOCKERFILE, WRAPPER, BOOT_UNIT, PID1, os.uname().release,
-             (SIM_SRC / "aptrepo.py").read_bytes()]
+             (SIM_SRC / "aptrepo.py").read_bytes(), LIBCUDA_SRC.read_bytes(), str(c_compiler() is not None)]
     if MONITORING_REPO.exists():
         parts.append(MONITORING_REPO.read_bytes())
     for path, rel in _sim_files():
@@ -264,6 +289,7 @@ def build_node(base: str, force: bool = False) -> str:
         (ctx / "dgxops-sim-boot.service").write_text(BOOT_UNIT)
         (ctx / "dgxops-sim-pid1").write_text(PID1)
         build_repos(ctx)
+        build_libcuda(ctx / "libcuda-standin.so")
         (ctx / "Dockerfile").write_text(DOCKERFILE.format(base=base))
         proc = docker("build", "-q", "-t", tag, "-t", NODE_REPO + ":latest", str(ctx), check=False)
         if proc.returncode != 0:

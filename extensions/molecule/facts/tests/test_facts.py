@@ -2,6 +2,8 @@
 backend): GPU facts read through dgxops.fleet.nvidia_smi_facts itself, and the driver doctor's
 verdict on an injected "driver not loaded" fault (cleared again after)."""
 
+import re
+
 import pytest
 
 
@@ -27,6 +29,21 @@ def test_h100_facts_with_mig_and_topology(host):
     assert facts["topology"]["nvlink_pairs"][0] == {"a": 0, "b": 1, "links": 18}
     assert [p["name"] for p in facts["gpus"][0]["mig_profiles"] if p["id"] == 19] == ["1g.10gb"]
     assert facts["health"]["ok"]
+
+
+def test_cuda_version_read_through_libcuda_without_a_process(host):
+    """As on a real node: libcuda.so.1 (the driver package's, here the simulator's stand-in)
+    answers cuDriverGetVersion, so the default facts run one nvidia-smi, not two."""
+    if name_of(host) != "facts-h100":
+        pytest.skip("DGX H100 only")
+    facts = gpu_facts(host)
+    assert (facts["cuda_version"], facts["cuda_version_source"]) == ("13.0", "libcuda")
+    argvs = [c["argv"] for c in facts["collection"]["commands"]]
+    assert len(argvs) == 1 and argvs[0][-2].startswith("--query-gpu="), argvs
+    link = host.file("/usr/lib/%s-linux-gnu/libcuda.so.1" % host.check_output("uname -m"))
+    assert link.is_symlink and link.linked_to.endswith("/libcuda.so.%s" % facts["driver_version"])
+    # nvidia-smi's own header agrees with what libcuda answered
+    assert re.search(r"CUDA (UMD )?Version: 13\.0 ", host.check_output("nvidia-smi"))
 
 
 def test_spark_facts_report_unified_memory(host):
