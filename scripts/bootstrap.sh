@@ -36,7 +36,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # --- 1. Debian packages -------------------------------------------------------------
-APT_PKGS=(docker.io debootstrap openmpi-bin dpkg-dev prometheus chromium)   # consumers: ompi_info, stand-in apt repos (dpkg-dev), promtool + prometheus; the HTML report in headless Chromium
+APT_PKGS=(docker.io debootstrap openmpi-bin dpkg-dev prometheus chromium gcc libc6-dev)   # consumers: ompi_info, stand-in apt repos (dpkg-dev), promtool + prometheus; the HTML report in headless Chromium; the simulated nodes' libcuda stand-in (gcc)
 command -v java >/dev/null 2>&1 || APT_PKGS+=(openjdk-17-jre-headless)   # pyspark consumer test
 command -v findmnt >/dev/null 2>&1 || APT_PKGS+=(util-linux)
 missing=()
