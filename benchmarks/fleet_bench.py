@@ -16,6 +16,10 @@ installed):
               debug. Controller-side and skipped tasks cost less than a ping, so this floor is
               lower, and rerun/mirror floor is what the roles' work adds over Ansible's own cost
               for the same number and kind of tasks
+For the rerun and the mirror floor it also splits the machine's CPU time by place: the
+controller's (ansible-playbook and what it starts), the node containers', and the rest (the
+docker daemon relaying docker exec); this machine is controller and fleet at once, and on a
+real fleet each node's share runs on that node.
 With --per-task it also times every task of one more rerun and of the mirror floor
 (ansible.posix.profile_tasks) and prints, task by task, what the rerun's task costs over its
 mirror: where the rerun's time above the floor goes.
@@ -34,6 +38,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -86,14 +91,73 @@ def task_mix(json_stdout: str) -> list[str]:
     return kinds
 
 
+class CpuProbe:
+    """Where a run's CPU time went on this machine, which is controller and fleet at once.
+
+    controller: ansible-playbook and everything it started on this side (its workers, the mitogen
+    multiplexer, the docker CLI clients), from the children's rusage; nodes: the node containers'
+    cgroups (cpuacct.usage on cgroup v1, cpu.stat usage_usec on v2), where the modules, the
+    nvidia-smi fakes and the node-side Python run; other: the rest of the machine's busy time
+    (/proc/stat), mostly dockerd, containerd and the container shims relaying docker exec.
+    On a real fleet each node's share runs on that node's own CPUs, beside the others."""
+
+    def __init__(self, names: list[str]):
+        self.paths = []
+        for name in names:
+            cid = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name], capture_output=True, text=True,
+                                 check=False).stdout.strip()
+            for cand in ("/sys/fs/cgroup/cpuacct/docker/%s/cpuacct.usage" % cid,
+                         "/sys/fs/cgroup/cpu,cpuacct/docker/%s/cpuacct.usage" % cid,
+                         "/sys/fs/cgroup/system.slice/docker-%s.scope/cpu.stat" % cid,
+                         "/sys/fs/cgroup/docker/%s/cpu.stat" % cid):
+                if cid and os.path.exists(cand):
+                    self.paths.append(cand)
+                    break
+
+    def _nodes(self) -> float | None:
+        if not self.paths:
+            return None
+        total = 0.0
+        for path in self.paths:
+            text = Path(path).read_text()
+            if path.endswith("cpuacct.usage"):
+                total += int(text) / 1e9
+            else:
+                total += int(re.search(r"^usage_usec (\d+)", text, re.M).group(1)) / 1e6
+        return total
+
+    @staticmethod
+    def _busy() -> float:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+    @staticmethod
+    def _children() -> float:
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return ru.ru_utime + ru.ru_stime
+
+    def snapshot(self) -> tuple:
+        return self._children(), self._nodes(), self._busy()
+
+    @staticmethod
+    def delta(before: tuple, after: tuple) -> dict:
+        controller = after[0] - before[0]
+        nodes = None if before[1] is None else after[1] - before[1]
+        busy = after[2] - before[2]
+        return {"controller_cpu_s": round(controller, 2), "nodes_cpu_s": None if nodes is None else round(nodes, 2),
+                "other_cpu_s": None if nodes is None else round(max(busy - controller - nodes, 0.0), 2),
+                "busy_cpu_s": round(busy, 2)}
+
+
 def ansible_playbook(
     playbook: str, inventory: Path, config: Path, extra_env: dict | None = None, limit: str | None = None,
-    extra_vars: list[str] | None = None,
+    extra_vars: list[str] | None = None, cpu: tuple[CpuProbe, dict] | None = None,
 ) -> tuple[float, dict, str]:
     """Run a playbook with the JSON stdout callback; (seconds, recap, stdout).
 
     Timed runs pass ANSIBLE_STDOUT_CALLBACK=ansible.builtin.default in extra_env: the JSON
-    callback keeps every result in memory and would slow the run it measures."""
+    callback keeps every result in memory and would slow the run it measures. With cpu=(probe,
+    into), the run's CPU time by place is stored in the dict `into`."""
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["ANSIBLE_NOCOLOR"] = "1"
@@ -102,6 +166,7 @@ def ansible_playbook(
     env["ANSIBLE_CONFIG"] = str(config)
     env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
     env.update(extra_env or {})
+    before = cpu[0].snapshot() if cpu else None
     start = time.monotonic()
     argv = ["ansible-playbook", "-i", str(inventory), playbook] + (["--limit", limit] if limit else [])
     for value in extra_vars or []:
@@ -109,6 +174,8 @@ def ansible_playbook(
     proc = subprocess.run(argv, cwd=ROOT, env=env,
                           capture_output=True, text=True, check=False)
     elapsed = time.monotonic() - start
+    if cpu:
+        cpu[1].update(CpuProbe.delta(before, cpu[0].snapshot()))
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-2000:])
         raise SystemExit("%s failed (rc %d)" % (playbook, proc.returncode))
@@ -193,8 +260,10 @@ def main() -> int:
             try:
                 layout = parse_layout("%s=%d" % (args.model, n), fleet="bench")
                 t0 = time.monotonic()
-                fleet.up(layout)
+                nodes = fleet.up(layout)
                 start_s = time.monotonic() - t0
+                probe = CpuProbe([node.name for node in nodes])
+                cpu_rerun, cpu_mirror = {}, {}
                 inv = fleet.write_inventory(Path(tmp) / ("inv-%d.yml" % n))
                 # the simulated inventory's group_vars (e.g. storage paths) apply to the bench fleet too
                 group_vars = ROOT / "inventories" / "simulated" / "group_vars"
@@ -206,7 +275,8 @@ def main() -> int:
                 plain = {"ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default"}
                 row = {"nodes": n, "strategy": fast.get("ANSIBLE_STRATEGY", "linear"), "start_s": round(start_s, 1)}
                 converge, _, _ = ansible_playbook(args.playbook, inv, shipped, fast, extra_vars=args.extra_vars)
-                rerun, recap, _ = ansible_playbook(args.playbook, inv, shipped, fast, extra_vars=args.extra_vars)
+                rerun, recap, _ = ansible_playbook(args.playbook, inv, shipped, fast, extra_vars=args.extra_vars,
+                                                   cpu=(probe, cpu_rerun))
                 # the kind of each task the rerun ran, from one more (untimed) run on one node
                 _, _, out = ansible_playbook(args.playbook, inv, shipped, dict(fast, ANSIBLE_STDOUT_CALLBACK="ansible.posix.json"),
                                              limit=sorted(recap)[0], extra_vars=args.extra_vars)
@@ -216,10 +286,15 @@ def main() -> int:
                             "tasks_per_host": len(kinds),
                             "task_kinds": {k: kinds.count(k) for k in ("remote", "controller", "include", "skipped")}})
                 mirror_pb = str(floor_playbook(kinds, Path(tmp) / "mirror-floor.yml"))
-                mirror, _, _ = ansible_playbook(mirror_pb, inv, shipped, fast)
+                mirror, _, _ = ansible_playbook(mirror_pb, inv, shipped, fast, cpu=(probe, cpu_mirror))
                 tasks = max(sum(r.get(k, 0) for k in ("ok", "changed", "failed", "skipped")) for r in recap.values())
                 floor_pb = str(ping_floor_playbook(tasks, Path(tmp) / "floor.yml"))
                 floor, _, _ = ansible_playbook(floor_pb, inv, shipped, fast)
+                row["cpu"] = {"rerun": cpu_rerun, "mirror_floor": cpu_mirror}
+                if cpu_mirror.get("controller_cpu_s"):
+                    row["rerun_over_mirror_floor_controller_cpu"] = round(
+                        cpu_rerun["controller_cpu_s"] / cpu_mirror["controller_cpu_s"], 2)
+                print("CPU seconds by place (rerun / mirror floor): %s" % json.dumps(row["cpu"]), flush=True)
                 row.update({"floor_tasks": tasks, "floor_s": round(floor, 1), "rerun_over_floor": round(rerun / floor, 2),
                             "mirror_floor_s": round(mirror, 1), "rerun_over_mirror_floor": round(rerun / mirror, 2)})
                 if args.per_task:
@@ -264,6 +339,7 @@ def main() -> int:
     cols = [("nodes", "nodes", "%d"), ("converge_s", "converge", "%.1f"), ("rerun_s", "rerun", "%.1f"),
             ("rerun_changed", "changed", "%d"), ("floor_s", "floor", "%.1f"), ("rerun_over_floor", "rerun/floor", "%.2f"),
             ("mirror_floor_s", "mirror flr", "%.1f"), ("rerun_over_mirror_floor", "rerun/mirror", "%.2f"),
+            ("rerun_over_mirror_floor_controller_cpu", "ctl cpu r/m", "%.2f"),
             ("plain_rerun_s", "plain rerun", "%.1f"), ("plain_floor_s", "plain floor", "%.1f"),
             ("plain_rerun_over_floor", "plain r/f", "%.2f"), ("plain_rerun_over_mirror_floor", "plain r/m", "%.2f"), ("defaults_rerun_s", "defaults", "%.1f"),
             ("defaults_over_shipped", "def/ship", "%.2f"), ("defaults_converge_s", "def conv", "%.1f"),

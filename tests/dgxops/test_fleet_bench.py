@@ -46,3 +46,17 @@ def test_the_mirror_floor_mirrors_each_kind(tmp_path):
     assert "ansible.builtin.ping:" in text and "ansible.builtin.set_fact:" in text
     assert "ansible.builtin.include_tasks: floor-empty.yml" in text and "when: false" in text
     assert (path.parent / "floor-empty.yml").read_text() == "---\n[]\n"
+
+
+def test_cpu_probe_reads_both_cgroup_versions_and_splits_the_busy_time(tmp_path):
+    v1 = tmp_path / "cpuacct.usage"
+    v1.write_text("2500000000\n")  # ns
+    v2 = tmp_path / "cpu.stat"
+    v2.write_text("usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n")
+    probe = fb.CpuProbe([])
+    assert probe.snapshot()[1] is None  # no node cgroups found: no node figure
+    probe.paths = [str(v1), str(v2)]
+    assert probe._nodes() == 4.0
+    split = fb.CpuProbe.delta((10.0, 4.0, 100.0), (13.5, 9.0, 110.0))
+    assert split == {"controller_cpu_s": 3.5, "nodes_cpu_s": 5.0, "other_cpu_s": 1.5, "busy_cpu_s": 10.0}
+    assert fb.CpuProbe.delta((0.0, None, 0.0), (1.0, None, 3.0))["nodes_cpu_s"] is None
