@@ -180,3 +180,56 @@ def test_hosts_on_the_collections_docker_connection_run_through_mitogens(tmp_pat
 
 def test_under_ansibles_linear_the_collections_docker_connection_runs(tmp_path):
     assert connection_class(tmp_path, "linear") == ["ansible_collections.dgxops.fleet.plugins.connection.docker.Connection"]
+
+
+@pytest.mark.skipif(not HAS_MITOGEN, reason="mitogen is not installed in this environment")
+def test_collections_are_listed_once_by_the_controller_not_per_worker(tmp_path, monkeypatch):
+    """Mitogen's planner lists the installed collections for each collection module, in the
+    worker; the strategy lists them once in the controller's top process and the workers reuse it."""
+    calls = tmp_path / "calls"
+    spy = tmp_path / "spy"
+    spy.mkdir()
+    (spy / "sitecustomize.py").write_text(
+        # ansible-playbook only (its workers are forks of it), not the Python Mitogen starts
+        "import os, sys\n"
+        "if sys.argv[0].endswith('ansible-playbook'):\n"
+        "    import ansible.collections.list as _l\n"
+        "    _orig = _l.list_collection_dirs\n"
+        "    def list_collection_dirs(*a, **kw):\n"
+        "        with open(%r, 'a') as fh:\n"
+        "            fh.write('%%d\\n' %% os.getpid())\n"
+        "        return _orig(*a, **kw)\n"
+        "    _l.list_collection_dirs = list_collection_dirs\n" % str(calls)
+    )
+    monkeypatch.setenv("PYTHONPATH", str(spy) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    play = tmp_path / "files.yml"
+    play.write_text("""
+- name: Run a collection module on every host
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Write one file per host
+      dgxops.fleet.service_files:
+        files:
+          - dest: "%s/{{ inventory_hostname }}.txt"
+            content: "{{ inventory_hostname }}\\n"
+    - name: And once more
+      dgxops.fleet.service_files:
+        files:
+          - dest: "%s/{{ inventory_hostname }}.txt"
+            content: "{{ inventory_hostname }}\\n"
+""" % (tmp_path, tmp_path))
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("".join("node%d ansible_connection=local ansible_python_interpreter=%s\n" % (i, sys.executable)
+                                 for i in range(4)))
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STRATEGY="dgxops.fleet.mitogen_linear",
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory), str(play)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in tmp_path.glob("node*.txt")) == ["node%d.txt" % i for i in range(4)]
+    assert proc.stdout.count("ok=2    changed=1 ") == 4  # the second task found the files as the first wrote them
+    pids = calls.read_text().split()
+    # 8 worker runs of a collection module, one listing, in one process (Mitogen alone: one per worker)
+    assert len(pids) == 1, pids
