@@ -82,7 +82,7 @@ def _script(text, root):
 
 
 def run_script(text, root, version):
-    proc = subprocess.run(["sh", "-c", _script(aptrepo.subst(text, VERSION=version), root)],
+    proc = subprocess.run(["sh", "-c", _script(aptrepo.libcuda_script(text, version), root)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
